@@ -1,0 +1,63 @@
+# promscaler Makefile. Every target means what it says; scripts live in hack/.
+SHELL := /usr/bin/env bash
+GO ?= go
+OUT := $(CURDIR)/_output
+BIN := $(OUT)/bin
+# Real third-party binaries (kube-apiserver, etcd, prometheus, ...) built by
+# hack/tools.sh from the separate tools module in hack/tools/.
+PROMSCALER_TOOLS_DIR ?= $(CURDIR)/.cache/tools
+export PROMSCALER_TOOLS_DIR
+export PROMSCALER_BIN_DIR := $(BIN)
+
+.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests clean
+
+all: build
+
+## build: build the adapter and autoscaler binaries into _output/bin
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+## unit: unit tests (fakes, httptest) with the race detector
+unit:
+	$(GO) test -race -count=1 ./...
+
+## tools: build (once, cached) the real Kubernetes, etcd and Prometheus binaries
+tools:
+	hack/tools.sh
+
+## e2e: integration and end-to-end tests against real Prometheus, etcd, kube-apiserver
+e2e: tools build
+	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 ./test/...
+
+## test: everything a change must pass: unit then e2e
+test: unit e2e
+
+## verify: gofmt, go vet, staticcheck, go mod tidy
+verify:
+	hack/verify.sh
+
+## fuzz: run every fuzzer for FUZZTIME (default 60s) each
+fuzz:
+	hack/fuzz.sh
+
+## bench: benchmarks and load harnesses (slow; not part of test)
+bench: tools build
+	hack/bench.sh
+
+## demo: build what is missing, start a local cluster + Prometheus + adapter, scale a demo app
+demo: tools build
+	hack/demo.sh
+
+## up / down: start / stop the local environment (see README)
+up: tools build
+	hack/up.sh
+down:
+	hack/down.sh
+
+## manifests: render the kustomize overlays in deploy/ into _output/manifests
+manifests:
+	hack/manifests.sh
+
+clean:
+	rm -rf $(OUT)

@@ -1,0 +1,109 @@
+// Package config owns promscaler's configuration file: the prometheus-adapter
+// rule format (accepted unchanged) plus promscaler's optional additions,
+// strict decoding and validation with source positions.
+package config
+
+// Config is the whole adapter configuration file. Its field names and YAML
+// keys are prometheus-adapter's, so existing ConfigMaps load unchanged.
+type Config struct {
+	// Rules produce custom metrics (custom.metrics.k8s.io).
+	Rules []DiscoveryRule `yaml:"rules,omitempty"`
+	// ExternalRules produce external metrics (external.metrics.k8s.io).
+	ExternalRules []DiscoveryRule `yaml:"externalRules,omitempty"`
+	// ResourceRules produce resource metrics (metrics.k8s.io).
+	ResourceRules *ResourceRules `yaml:"resourceRules,omitempty"`
+
+	// ExternalQueries is a promscaler addition: external metrics served from a
+	// fixed PromQL query, without discovery (prometheus-adapter#31).
+	ExternalQueries []ExternalQuery `yaml:"externalQueries,omitempty"`
+}
+
+// DiscoveryRule describes how to discover a set of metrics from Prometheus
+// series and how to query them.
+type DiscoveryRule struct {
+	// SeriesQuery is the Prometheus series selector used for discovery.
+	SeriesQuery string `yaml:"seriesQuery"`
+	// SeriesFilters further filter discovered series names.
+	SeriesFilters []RegexFilter `yaml:"seriesFilters,omitempty"`
+	// Resources maps series labels to Kubernetes resources.
+	Resources ResourceMapping `yaml:"resources,omitempty"`
+	// Name maps series names to metric names.
+	Name NameMapping `yaml:"name,omitempty"`
+	// MetricsQuery is the Go template (with << >> delimiters) of the query
+	// sent for each API request.
+	MetricsQuery string `yaml:"metricsQuery,omitempty"`
+
+	// DefaultValue is a promscaler addition: when set, a request whose query
+	// returns no series for an object answers this value instead of "not
+	// found" (prometheus-adapter#584). A Prometheus error is never replaced.
+	DefaultValue *string `yaml:"defaultValue,omitempty"`
+}
+
+// RegexFilter keeps series whose name matches Is, or drops those matching
+// IsNot. Exactly one of the two is set.
+type RegexFilter struct {
+	Is    string `yaml:"is,omitempty"`
+	IsNot string `yaml:"isNot,omitempty"`
+}
+
+// ResourceMapping maps series labels to Kubernetes group-resources.
+type ResourceMapping struct {
+	// Template is a Go template over .Group and .Resource producing a label
+	// name, e.g. "kube_<<.Resource>>".
+	Template string `yaml:"template,omitempty"`
+	// Overrides maps a label name to a group-resource.
+	Overrides map[string]GroupResource `yaml:"overrides,omitempty"`
+	// Namespaced, for external rules, says whether the namespace of the
+	// request is applied as a matcher. nil means true.
+	Namespaced *bool `yaml:"namespaced,omitempty"`
+}
+
+// GroupResource names a Kubernetes resource; Group "" is the core group.
+type GroupResource struct {
+	Group    string `yaml:"group,omitempty"`
+	Resource string `yaml:"resource"`
+}
+
+// NameMapping turns a series name into a metric name.
+type NameMapping struct {
+	// Matches is a regular expression over the series name; empty means ".*".
+	Matches string `yaml:"matches,omitempty"`
+	// As is the Go regexp expansion template; empty means "$0" without a
+	// capture group and "$1" with one.
+	As string `yaml:"as,omitempty"`
+}
+
+// ResourceRules configure resource metrics (CPU and memory).
+type ResourceRules struct {
+	CPU    ResourceRule `yaml:"cpu"`
+	Memory ResourceRule `yaml:"memory"`
+	// Window is the Prometheus duration (e.g. "5m") handed to the templates
+	// as .Window and reported as the API window.
+	Window string `yaml:"window,omitempty"`
+}
+
+// ResourceRule configures one resource (CPU or memory).
+type ResourceRule struct {
+	ContainerQuery string          `yaml:"containerQuery"`
+	NodeQuery      string          `yaml:"nodeQuery"`
+	Resources      ResourceMapping `yaml:"resources"`
+	ContainerLabel string          `yaml:"containerLabel,omitempty"`
+}
+
+// ExternalQuery is a promscaler addition: an external metric answered by a
+// fixed PromQL template, with no discovery.
+type ExternalQuery struct {
+	// Name is the external metric name served.
+	Name string `yaml:"name"`
+	// Query is a PromQL template; it may use <<.LabelMatchers>> (the
+	// request's label selector, plus the namespace matcher when namespaced)
+	// and the other rendering variables.
+	Query string `yaml:"query"`
+	// Namespaced says whether the request namespace is added as a
+	// `namespace` matcher; nil means false.
+	Namespaced *bool `yaml:"namespaced,omitempty"`
+	// NamespaceLabel is the label carrying the namespace; default "namespace".
+	NamespaceLabel string `yaml:"namespaceLabel,omitempty"`
+	// DefaultValue, when set, is answered when the query returns nothing.
+	DefaultValue *string `yaml:"defaultValue,omitempty"`
+}
