@@ -1,0 +1,210 @@
+// Package metrics owns the adapter's own Prometheus metrics: one registry
+// (never the process-wide default) and every metric the adapter exports on
+// /metrics, created once and handed to the packages that record them.
+//
+// Label values are part of the contract with dashboards, so they are fixed
+// here as constants; recorders pass them rather than free-form strings.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "promscaler"
+
+// API label values: which metrics API a rule, index entry or request belongs to.
+const (
+	APICustom   = "custom"
+	APIExternal = "external"
+	APIResource = "resource"
+	// APIOther labels requests that are not for a metrics API
+	// (discovery documents, health, openapi, /metrics).
+	APIOther = "other"
+)
+
+// Outcome label values.
+const (
+	OutcomeSuccess = "success"
+	OutcomeFailure = "failure"
+)
+
+// Prometheus request outcomes, recorded by internal/prom.
+const (
+	// PromOutcomeSuccess: a 2xx answer decoded without error.
+	PromOutcomeSuccess = "success"
+	// PromOutcomeBadQuery: Prometheus rejected the request (HTTP 400/422),
+	// usually a PromQL error in the configuration.
+	PromOutcomeBadQuery = "bad_query"
+	// PromOutcomeServerError: any other non-2xx answer (5xx, 4xx from a proxy).
+	PromOutcomeServerError = "server_error"
+	// PromOutcomeBadResponse: a 2xx answer that could not be decoded
+	// (truncated JSON, unexpected result type).
+	PromOutcomeBadResponse = "bad_response"
+	// PromOutcomeTimeout: the per-query timeout expired.
+	PromOutcomeTimeout = "timeout"
+	// PromOutcomeCanceled: every caller went away before an answer.
+	PromOutcomeCanceled = "canceled"
+	// PromOutcomeNetwork: the connection failed (refused, reset, TLS).
+	PromOutcomeNetwork = "network_error"
+)
+
+// Prometheus endpoint label values, recorded by internal/prom.
+const (
+	EndpointQuery       = "query"
+	EndpointSeries      = "series"
+	EndpointLabelValues = "label_values"
+	EndpointLabelNames  = "labels"
+)
+
+// Metrics holds the registry and every collector the adapter exports. Build
+// it with New; a nil *Metrics is not valid, tests use New too.
+//
+// Label names, in order, are documented on each field and are what
+// WithLabelValues expects.
+type Metrics struct {
+	// Registry is the adapter's own registry; the server serves it on /metrics.
+	Registry *prometheus.Registry
+
+	// DiscoveryDuration observes one complete discovery pass (every rule),
+	// in seconds. promscaler_discovery_duration_seconds.
+	DiscoveryDuration prometheus.Histogram
+	// DiscoveryRuns counts discovery passes by outcome (OutcomeSuccess when
+	// every rule succeeded, OutcomeFailure otherwise). Labels: outcome.
+	DiscoveryRuns *prometheus.CounterVec
+	// DiscoveryLastSuccess is the Unix time of the last pass in which every
+	// rule succeeded.
+	DiscoveryLastSuccess prometheus.Gauge
+	// DiscoveredSeries is the number of series (or grouped rows) the last
+	// successful discovery of a rule returned. Labels: api, rule.
+	DiscoveredSeries *prometheus.GaugeVec
+	// DiscoveredMetrics is the number of distinct metrics (per resource) a
+	// rule currently contributes to the index. Labels: api, rule.
+	DiscoveredMetrics *prometheus.GaugeVec
+	// DiscoveryFailures counts failed discoveries of a rule (the rule keeps
+	// its last good result). Labels: api, rule.
+	DiscoveryFailures *prometheus.CounterVec
+	// MetricConflicts is the number of (resource, metric) pairs produced by
+	// more than one rule in the current index. Labels: api.
+	MetricConflicts *prometheus.GaugeVec
+
+	// PrometheusRequestDuration observes each request sent to Prometheus, in
+	// seconds. Labels: endpoint (Endpoint*), outcome (PromOutcome*).
+	PrometheusRequestDuration *prometheus.HistogramVec
+	// CoalescedQueries counts calls answered by joining an identical request
+	// already in flight instead of sending a new one. Labels: endpoint.
+	CoalescedQueries *prometheus.CounterVec
+	// CacheHits counts calls answered from the short-TTL result cache.
+	// Labels: endpoint.
+	CacheHits *prometheus.CounterVec
+
+	// APIRequests counts requests served by the API server. Labels: api
+	// (APICustom, APIExternal, APIResource, APIOther), code (HTTP status).
+	APIRequests *prometheus.CounterVec
+	// APIRequestDuration observes requests served by the API server, in
+	// seconds. Labels: api.
+	APIRequestDuration *prometheus.HistogramVec
+
+	// ConfigReloads counts configuration reload attempts. Labels: outcome.
+	ConfigReloads *prometheus.CounterVec
+	// ConfigLastReloadSuccessful is 1 when the last reload attempt succeeded
+	// (or none happened yet) and 0 when the serving config is stale.
+	ConfigLastReloadSuccessful prometheus.Gauge
+	// ConfigLastReloadSuccess is the Unix time of the last successful load.
+	ConfigLastReloadSuccess prometheus.Gauge
+}
+
+// New creates a fresh registry and registers every adapter metric in it. It
+// does not register the Go runtime and process collectors: the server merges
+// this registry with the Kubernetes component registry, which has them.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		DiscoveryDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "duration_seconds",
+			Help:    "Duration of a complete discovery pass over every rule.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
+		DiscoveryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "runs_total",
+			Help: "Discovery passes by outcome (failure: at least one rule failed).",
+		}, []string{"outcome"}),
+		DiscoveryLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "last_success_timestamp_seconds",
+			Help: "Unix time of the last discovery pass in which every rule succeeded.",
+		}),
+		DiscoveredSeries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "series",
+			Help: "Series (or grouped rows) returned by the last successful discovery of a rule.",
+		}, []string{"api", "rule"}),
+		DiscoveredMetrics: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "metrics",
+			Help: "Distinct metrics per resource a rule contributes to the current index.",
+		}, []string{"api", "rule"}),
+		DiscoveryFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "rule_failures_total",
+			Help: "Failed discoveries of a rule; the rule keeps its last good result.",
+		}, []string{"api", "rule"}),
+		MetricConflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "metric_conflicts",
+			Help: "Resource/metric pairs produced by more than one rule in the current index.",
+		}, []string{"api"}),
+		PrometheusRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "prometheus", Name: "request_duration_seconds",
+			Help:    "Duration of requests to Prometheus by endpoint and outcome.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"endpoint", "outcome"}),
+		CoalescedQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "prometheus", Name: "coalesced_requests_total",
+			Help: "Calls answered by an identical request already in flight.",
+		}, []string{"endpoint"}),
+		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "prometheus", Name: "cache_hits_total",
+			Help: "Calls answered from the short-TTL result cache.",
+		}, []string{"endpoint"}),
+		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "api", Name: "requests_total",
+			Help: "Requests served by the API server by metrics API and HTTP code.",
+		}, []string{"api", "code"}),
+		APIRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Subsystem: "api", Name: "request_duration_seconds",
+			Help:    "Duration of requests served by the API server by metrics API.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"api"}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
+			Help: "Configuration reload attempts by outcome.",
+		}, []string{"outcome"}),
+		ConfigLastReloadSuccessful: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful",
+			Help: "1 if the last configuration reload attempt succeeded, 0 if the serving configuration is stale.",
+		}),
+		ConfigLastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration load.",
+		}),
+	}
+	m.ConfigLastReloadSuccessful.Set(1)
+	for _, o := range []string{OutcomeSuccess, OutcomeFailure} {
+		m.DiscoveryRuns.WithLabelValues(o)
+		m.ConfigReloads.WithLabelValues(o)
+	}
+	reg.MustRegister(
+		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryLastSuccess,
+		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.MetricConflicts,
+		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
+		m.APIRequests, m.APIRequestDuration,
+		m.ConfigReloads, m.ConfigLastReloadSuccessful, m.ConfigLastReloadSuccess,
+	)
+	return m
+}
+
+// RuleLabel is the value of the "rule" label for the rule at index i of a
+// config section: "rules[3]", "externalRules[0]", "resourceRules.cpu". Using
+// it keeps the label identical to the paths config validation errors name.
+func RuleLabel(section string, i int) string {
+	return section + "[" + strconv.Itoa(i) + "]"
+}
