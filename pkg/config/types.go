@@ -16,6 +16,11 @@ type Config struct {
 	// ExternalQueries is a promscaler addition: external metrics served from a
 	// fixed PromQL query, without discovery (prometheus-adapter#31).
 	ExternalQueries []ExternalQuery `yaml:"externalQueries,omitempty"`
+
+	// Source says where each key was written when the configuration was
+	// parsed from a file (nil for configurations built in code). It is not
+	// part of the file format.
+	Source *Source `yaml:"-"`
 }
 
 // DiscoveryRule describes how to discover a set of metrics from Prometheus

@@ -1,0 +1,306 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxFileSize bounds what Load reads; configurations are a few kilobytes.
+const maxFileSize = 16 << 20
+
+// Load reads, parses and validates the configuration file at path. Its
+// errors are an ErrorList (see Parse) or an I/O error wrapping the
+// os error.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration %s: %w", path, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("reading configuration %s: larger than %d bytes", path, maxFileSize)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates a configuration. filename is only used in
+// error messages. Decoding is strict: an unknown or duplicate key, or a value
+// of the wrong kind, is an error. An empty document is a valid configuration
+// with no rules.
+//
+// On failure the error is an ErrorList holding every problem found (YAML
+// syntax errors stop decoding, so they come alone), each with its path and
+// line and column, and the returned Config is nil. Harmless oddities are not
+// errors; see (*Config).Warnings.
+func Parse(data []byte, filename string) (cfg *Config, err error) {
+	defer func() {
+		// The YAML library is not ours; whatever it does, a caller gets an
+		// error, never a panic.
+		if r := recover(); r != nil {
+			cfg = nil
+			err = ErrorList{{File: filename, Msg: fmt.Sprintf("internal error while parsing: %v", r)}}
+		}
+	}()
+
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Config{Source: newSource(filename)}, nil
+		}
+		return nil, ErrorList{syntaxError(data, filename, err)}
+	}
+	d := newDecoder(filename, data)
+	c := &Config{}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if !isNull(root) {
+		if rr := d.resolve(root); rr != nil && rr.Kind != yaml.MappingNode {
+			d.fail(root, "", "", "the configuration must be a mapping with keys such as rules, externalRules, resourceRules; got %s", kindName(rr))
+		} else {
+			d.decode(root, reflect.ValueOf(c).Elem(), "")
+			configMapHint(d, root)
+		}
+	}
+	// prometheus-adapter reads the first document only; so do we, but a
+	// second one is reported since it is certainly not what was meant.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		d.errorf(&extra, "", "put all rules in one document", "the file holds more than one YAML document; only the first would be read")
+	} else if !errors.Is(err, io.EOF) {
+		d.errs = append(d.errs, syntaxError(data, filename, err))
+	}
+	c.Source = d.src
+
+	errs := d.errs
+	for _, e := range c.Validate() {
+		if !d.isBad(e.Path) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		sortList(errs)
+		return nil, errs
+	}
+	return c, nil
+}
+
+// isBad reports whether p is at or below a path whose value could not be
+// decoded: validation errors there would only repeat the decoding error.
+func (d *decoder) isBad(p string) bool {
+	for _, b := range d.bad {
+		if b != "" && hasPathPrefix(p, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// configMapHint adds a hint when the file is a whole Kubernetes ConfigMap
+// manifest instead of the configuration it carries.
+func configMapHint(d *decoder, root *yaml.Node) {
+	root = d.resolve(root)
+	if root == nil || root.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "kind" && root.Content[i+1].Value == "ConfigMap" {
+			for _, e := range d.errs {
+				if e.Path == "kind" || e.Path == "apiVersion" || e.Path == "data" || e.Path == "metadata" {
+					e.Hint = "this is a Kubernetes ConfigMap; give the adapter the content of its data key (e.g. config.yaml), not the manifest"
+				}
+			}
+			return
+		}
+	}
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError turns a YAML library error into an Error with a line and a
+// column. The library reports the line where the enclosing construct
+// started, which is often far from the mistake, and no column; so the
+// position is found again by parsing ever longer prefixes of the input: the
+// first prefix that fails with the same problem ends at the mistake.
+func syntaxError(data []byte, filename string, err error) *Error {
+	msg := err.Error()
+	problem := yamlLineRE.ReplaceAllString(msg, "")
+	problem = strings.TrimPrefix(problem, "yaml: ")
+	e := &Error{File: filename, Msg: "invalid YAML: " + problem}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		fmt.Sscan(m[1], &e.Line)
+	}
+	if len(data) <= 1<<20 {
+		if line, col, ok := locateSyntaxError(data, problem); ok {
+			e.Line, e.Column = line, col
+		}
+	}
+	if e.Line > 0 {
+		e.Hint = quotingHint(data, e.Line, e.Column)
+	}
+	return e
+}
+
+// failsWith reports whether parsing data fails with the given problem.
+func failsWith(data []byte, problem string) bool {
+	var n yaml.Node
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return yaml.Unmarshal(data, &n)
+	}()
+	if err == nil {
+		return false
+	}
+	got := strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), ""), "yaml: ")
+	return got == problem
+}
+
+// locateSyntaxError finds the first line, then the first byte of it, at
+// which a prefix of data fails to parse with problem. It assumes failure is
+// monotonic in the prefix length (true for the usual mistakes: stray text
+// after a quoted value, bad indentation, tabs, a stray comma) and checks the
+// result.
+func locateSyntaxError(data []byte, problem string) (line, col int, ok bool) {
+	if !failsWith(data, problem) {
+		return 0, 0, false
+	}
+	// Line starts, and the end of each line (exclusive, after '\n').
+	var ends []int
+	for i, b := range data {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	// Smallest number of whole lines whose prefix fails.
+	lo, hi := 1, len(ends)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if failsWith(data[:ends[mid-1]], problem) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	line = lo
+	start := 0
+	if line > 1 {
+		start = ends[line-2]
+	}
+	end := ends[line-1]
+	if !failsWith(data[:end], problem) {
+		return 0, 0, false
+	}
+	// Smallest byte prefix of that line that fails. A prefix that cuts the
+	// line short may fail for another reason (an unterminated quote), which
+	// failsWith does not count.
+	l, h := start, end
+	for l < h {
+		mid := (l + h) / 2
+		if failsWith(data[:mid+1], problem) {
+			h = mid
+		} else {
+			l = mid + 1
+		}
+	}
+	col = len([]rune(string(data[start:l]))) + 1
+	if l >= end {
+		// Only the end of the line triggers it: point at its first
+		// non-blank character instead.
+		col = 1
+		for i := start; i < end && (data[i] == ' ' || data[i] == '\t'); i++ {
+			col++
+		}
+	}
+	return line, col, true
+}
+
+// quotingHint recognises the mistake of prometheus-adapter's own
+// docs/sample-config.yaml: a double-quoted value containing an unescaped
+// double quote, e.g.
+//
+//	metricsQuery: "sum(x{<<.LabelMatchers>>,container!="POD"})"
+//
+// YAML ends the value at the second quote and then finds stray text.
+func quotingHint(data []byte, line, col int) string {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	text := lines[line-1]
+	for _, quote := range []byte{'"', '\''} {
+		if end, ok := closedEarly(text, quote); ok && (col == 0 || len([]rune(text[:end])) < col) {
+			if quote == '"' {
+				return `the double-quoted value ends at the second " on this line; write an inner " as \" or, simpler for PromQL, quote the whole value with single quotes '...' (an inner ' is then written '')`
+			}
+			return `the single-quoted value ends at the second ' on this line; write an inner ' as '' or quote the whole value with double quotes`
+		}
+	}
+	if strings.HasPrefix(strings.TrimLeft(text, " "), "\t") || strings.Contains(leadingSpace(text), "\t") {
+		return "indent with spaces; YAML does not allow tabs in indentation"
+	}
+	if t := strings.TrimRight(text, " "); strings.HasSuffix(t, "},") || strings.HasSuffix(t, "],") {
+		return "remove the trailing comma: entries of a block mapping are separated by new lines, not commas"
+	}
+	return ""
+}
+
+func leadingSpace(s string) string {
+	return s[:len(s)-len(strings.TrimLeft(s, " \t"))]
+}
+
+// closedEarly reports whether text has a value (after "key: " or "- ")
+// quoted with quote that is closed and followed by more than blanks or a
+// comment; end is the byte index of the closing quote.
+func closedEarly(text string, quote byte) (end int, ok bool) {
+	start := -1
+	for _, sep := range []string{": ", "- "} {
+		if i := strings.Index(text, sep+string(quote)); i >= 0 && (start < 0 || i < start) {
+			start = i + len(sep)
+		}
+	}
+	if start < 0 {
+		return 0, false
+	}
+	i := start + 1
+	for i < len(text) {
+		c := text[i]
+		if quote == '"' && c == '\\' {
+			i += 2
+			continue
+		}
+		if c == quote {
+			if quote == '\'' && i+1 < len(text) && text[i+1] == '\'' {
+				i += 2
+				continue
+			}
+			rest := strings.TrimSpace(text[i+1:])
+			if rest != "" && !strings.HasPrefix(rest, "#") {
+				return i, true
+			}
+			return 0, false
+		}
+		i++
+	}
+	return 0, false
+}

@@ -1,0 +1,321 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+)
+
+// Template delimiters of every template in the file (metricsQuery,
+// containerQuery, nodeQuery, externalQueries query, resources.template), as
+// in prometheus-adapter: they keep PromQL's braces free.
+const (
+	LeftDelim  = "<<"
+	RightDelim = ">>"
+)
+
+// DefaultMetricsQuery is the query a rule without metricsQuery gets.
+// prometheus-adapter sends the empty string in that case, which Prometheus
+// rejects on every request; promscaler uses the form of its config
+// generator's "non-cumulative" rules instead and warns about it.
+const DefaultMetricsQuery = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
+
+// MetricsQueryOrDefault returns the rule's metricsQuery, or
+// DefaultMetricsQuery when it is empty or blank.
+func (r *DiscoveryRule) MetricsQueryOrDefault() string {
+	if strings.TrimSpace(r.MetricsQuery) == "" {
+		return DefaultMetricsQuery
+	}
+	return r.MetricsQuery
+}
+
+// NewTemplate parses text with the file's delimiters and the options
+// promscaler renders with (a missing map key renders as the zero value).
+func NewTemplate(name, text string) (*template.Template, error) {
+	return template.New(name).Delims(LeftDelim, RightDelim).Option("missingkey=zero").Parse(text)
+}
+
+// maxTemplateOutput bounds what validation lets a template render.
+const maxTemplateOutput = 64 << 10
+
+type limitedWriter struct {
+	b strings.Builder
+}
+
+var errTooLong = errors.New("renders more than 64 KiB")
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if w.b.Len()+len(p) > maxTemplateOutput {
+		return 0, errTooLong
+	}
+	return w.b.Write(p)
+}
+
+// templateProblem is a problem found in a template: a message and, when
+// known, the 1-based line and 0-based byte column inside the template text.
+type templateProblem struct {
+	msg       string
+	line, col int
+}
+
+var (
+	tmplLocRE   = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: `)
+	execAtRE    = regexp.MustCompile(`^executing "[^"]*" at <([^>]*)>: `)
+	unknownFRE  = regexp.MustCompile(`can't evaluate field (\w+) in type \S+`)
+	dataDepExec = regexp.MustCompile(`error calling (index|slice): `)
+)
+
+// splitTemplateError separates text/template's "template: name:L:C: " prefix.
+func splitTemplateError(err error) templateProblem {
+	msg := err.Error()
+	p := templateProblem{}
+	if m := tmplLocRE.FindStringSubmatch(msg); m != nil {
+		p.line, _ = strconv.Atoi(m[1])
+		if m[2] != "" {
+			p.col, _ = strconv.Atoi(m[2])
+		} else {
+			p.col = -1
+		}
+		msg = msg[len(m[0]):]
+	} else {
+		p.col = -1
+	}
+	p.msg = msg
+	return p
+}
+
+// parseTemplate parses text and rejects constructs that could make
+// rendering unbounded.
+func parseTemplate(name, text string) (*template.Template, *templateProblem) {
+	t, err := NewTemplate(name, text)
+	if err != nil {
+		p := splitTemplateError(err)
+		p.msg = "template does not parse: " + p.msg
+		return nil, &p
+	}
+	for _, sub := range t.Templates() {
+		if sub.Tree == nil {
+			continue
+		}
+		if p := checkRanges(sub.Tree.Root, text); p != nil {
+			return nil, p
+		}
+	}
+	return t, nil
+}
+
+// checkRanges rejects "range" over anything but data (a field, a variable's
+// field, or a call of index/slice): ranging over an integer would let a
+// template spin for as long as it likes.
+func checkRanges(n parse.Node, text string) *templateProblem {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if p := checkRanges(c, text); p != nil {
+				return p
+			}
+		}
+	case *parse.IfNode:
+		return firstProblem(checkRanges(n.List, text), checkRanges(n.ElseList, text))
+	case *parse.WithNode:
+		return firstProblem(checkRanges(n.List, text), checkRanges(n.ElseList, text))
+	case *parse.RangeNode:
+		if !rangesOverData(n.Pipe) {
+			line, col := offsetToLineCol(text, int(n.Position()))
+			return &templateProblem{
+				msg:  fmt.Sprintf("range over %q is not allowed: a query template may only range over its data (e.g. .GroupBySlice)", n.Pipe.String()),
+				line: line, col: col,
+			}
+		}
+		return firstProblem(checkRanges(n.List, text), checkRanges(n.ElseList, text))
+	}
+	return nil
+}
+
+func firstProblem(ps ...*templateProblem) *templateProblem {
+	for _, p := range ps {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+func rangesOverData(pipe *parse.PipeNode) bool {
+	if pipe == nil || len(pipe.Cmds) == 0 {
+		return false
+	}
+	last := pipe.Cmds[len(pipe.Cmds)-1]
+	if len(last.Args) == 0 {
+		return false
+	}
+	switch a := last.Args[0].(type) {
+	case *parse.FieldNode, *parse.ChainNode, *parse.DotNode:
+		return true
+	case *parse.VariableNode:
+		return len(a.Ident) > 1 // $.GroupBySlice, $x.Field
+	case *parse.IdentifierNode:
+		return a.Ident == "index" || a.Ident == "slice"
+	case *parse.PipeNode:
+		return rangesOverData(a)
+	}
+	return false
+}
+
+func offsetToLineCol(text string, off int) (line, col int) {
+	if off > len(text) {
+		off = len(text)
+	}
+	before := text[:off]
+	line = 1 + strings.Count(before, "\n")
+	col = off - (strings.LastIndexByte(before, '\n') + 1)
+	return line, col
+}
+
+// execTemplate renders t with data. Errors that depend on the request (an
+// index out of range) are not problems of the configuration and are
+// ignored; the others are reported with the variables that exist.
+func execTemplate(t *template.Template, data any, fields string) (string, *templateProblem) {
+	var w limitedWriter
+	err := t.Execute(&w, data)
+	if err == nil {
+		return w.b.String(), nil
+	}
+	if errors.Is(err, errTooLong) {
+		return "", &templateProblem{msg: "template " + errTooLong.Error(), col: -1}
+	}
+	p := splitTemplateError(err)
+	if dataDepExec.MatchString(p.msg) {
+		return w.b.String(), nil
+	}
+	at := ""
+	if m := execAtRE.FindStringSubmatch(p.msg); m != nil {
+		at = m[1]
+		p.msg = p.msg[len(m[0]):]
+	}
+	if m := unknownFRE.FindStringSubmatch(p.msg); m != nil {
+		p.msg = fmt.Sprintf("template uses .%s, which does not exist; it may use %s", m[1], fields)
+		return "", &p
+	}
+	if at != "" {
+		p.msg = fmt.Sprintf("template fails at <%s>: %s", at, p.msg)
+	} else {
+		p.msg = "template fails: " + p.msg
+	}
+	return "", &p
+}
+
+// Sample data validation renders templates with. Values are non-empty so
+// that templates indexing into them do not fail for lack of data.
+func sampleQueryData(window string) *QueryTemplateData {
+	return &QueryTemplateData{
+		Series:            "series_name",
+		LabelMatchers:     `namespace="default",pod=~"a|b"`,
+		LabelValuesByName: map[string]string{"namespace": "default", "pod": "a|b"},
+		GroupBy:           "pod",
+		GroupBySlice:      []string{"pod"},
+		Window:            window,
+	}
+}
+
+var (
+	queryFields    = fieldList(reflect.TypeOf(QueryTemplateData{}), "")
+	resourceFields = fieldList(reflect.TypeOf(ResourceTemplateData{}), "")
+)
+
+func fieldList(t reflect.Type, skip string) string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := t.Field(i).Name; n != skip {
+			names = append(names, "."+n)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// queryKind says where a query template is used, which decides whether
+// .Window means anything.
+type queryKind int
+
+const (
+	discoveryQuery queryKind = iota // rules, externalRules, externalQueries: .Window is always empty
+	resourceQuery                   // resourceRules: .Window is resourceRules.window
+)
+
+// checkQueryTemplate parses and test-renders a query template.
+func checkQueryTemplate(name, text string, kind queryKind, window string) *templateProblem {
+	t, p := parseTemplate(name, text)
+	if p != nil {
+		return p
+	}
+	fields := queryFields
+	if kind == discoveryQuery {
+		fields = fieldList(reflect.TypeOf(QueryTemplateData{}), "Window")
+	}
+	out, p := execTemplate(t, sampleQueryData(window), fields)
+	if p != nil {
+		return p
+	}
+	if strings.TrimSpace(out) == "" {
+		return &templateProblem{msg: "template renders an empty query", col: -1}
+	}
+	// Does the output depend on .Window? Render again with another value.
+	other := "17m"
+	if window == other {
+		other = "19m"
+	}
+	alt, p := execTemplate(t, sampleQueryData(other), fields)
+	if p == nil && alt != out {
+		switch {
+		case kind == discoveryQuery:
+			return &templateProblem{msg: ".Window is only set for resourceRules; here it is always empty", col: -1}
+		case window == "":
+			return &templateProblem{msg: "template uses .Window but resourceRules.window is not set, so it would render empty", col: -1}
+		}
+	}
+	return nil
+}
+
+// labelNameRE is Prometheus' label name syntax.
+var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// checkResourceTemplate parses and test-renders resources.template: it must
+// use .Resource (or every resource would map to one label) and render valid
+// label names.
+func checkResourceTemplate(text string) *templateProblem {
+	t, p := parseTemplate("template", text)
+	if p != nil {
+		return p
+	}
+	var outs []string
+	for _, d := range []ResourceTemplateData{
+		{Group: "", Resource: "pod"},
+		{Group: "", Resource: "namespace"},
+		{Group: "apps", Resource: "deployment"},
+		{Group: "networking_k8s_io", Resource: "ingress"},
+	} {
+		out, p := execTemplate(t, &d, resourceFields)
+		if p != nil {
+			return p
+		}
+		if !labelNameRE.MatchString(out) {
+			return &templateProblem{
+				msg: fmt.Sprintf("template renders %q for group %q resource %q, which is not a valid Prometheus label name", out, d.Group, d.Resource),
+				col: -1,
+			}
+		}
+		outs = append(outs, out)
+	}
+	if outs[0] == outs[1] {
+		return &templateProblem{msg: "template does not use .Resource, so every resource would map to the same label", col: -1}
+	}
+	return nil
+}
