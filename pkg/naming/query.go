@@ -1,0 +1,193 @@
+package naming
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/promscaler/promscaler/pkg/config"
+)
+
+// ErrNoObjects is returned for a custom metrics query that names no objects
+// and does not ask for all objects.
+var ErrNoObjects = errors.New("no object names given")
+
+// CustomRequest is what a custom metrics query is rendered for: one series
+// of a rule, a resource, and the objects of that resource.
+type CustomRequest struct {
+	// Series is the Prometheus series name (not the API metric name).
+	Series string
+	// Resource is the normalised (plural) group-resource of the objects.
+	Resource schema.GroupResource
+	// Namespace of the objects; "" for cluster-scoped resources (and for
+	// namespaces themselves). When set, the rule must map a label to
+	// namespaces.
+	Namespace string
+	// Names are the object names. One name renders label="name", several
+	// render label=~"a|b" (each name regex-escaped), in the given order.
+	Names []string
+	// AllObjects renders label!="" instead of a name matcher: the query asks
+	// for every object of the resource (in Namespace), so its length does
+	// not grow with the number of objects; the caller keeps the samples of
+	// the objects it wants by reading Query.ResourceLabel. Names is then
+	// ignored.
+	AllObjects bool
+	// MetricSelector is the request's metric label selector; nil means
+	// everything.
+	MetricSelector labels.Selector
+}
+
+// ExternalRequest is what an external metrics query is rendered for.
+type ExternalRequest struct {
+	// Series is the Prometheus series name (not the API metric name). It is
+	// ignored by externalQueries, which render .Series as the metric name.
+	Series string
+	// Namespace of the request; applied as a matcher only when the rule is
+	// namespaced.
+	Namespace string
+	// MetricSelector is the request's metric label selector; nil means
+	// everything.
+	MetricSelector labels.Selector
+}
+
+// Query is a rendered PromQL query and the labels needed to read its
+// result.
+type Query struct {
+	// Expr is the PromQL expression.
+	Expr string
+	// ResourceLabel is the label carrying object names (custom and resource
+	// metrics; "" for external metrics).
+	ResourceLabel string
+	// NamespaceLabel is the label the namespace matcher was applied to; ""
+	// when the query has no namespace matcher.
+	NamespaceLabel string
+}
+
+// allObjectsRegexp is .LabelValuesByName for the resource label of an
+// AllObjects query, so that templates writing label=~"<<index ...>>" select
+// every object.
+const allObjectsRegexp = ".+"
+
+// renderInput is the matcher and grouping part of a query.
+type renderInput struct {
+	series     string
+	matchers   []Matcher
+	groupBy    []string
+	window     string
+	allObjects string // resource label of an AllObjects query, if any
+}
+
+func renderQuery(t *QueryTemplate, in renderInput) (string, error) {
+	byName := make(map[string]string, len(in.matchers))
+	for _, m := range in.matchers {
+		byName[m.Name] = labelValuesFor(m)
+	}
+	if in.allObjects != "" {
+		byName[in.allObjects] = allObjectsRegexp
+	}
+	groupBy := in.groupBy
+	if groupBy == nil {
+		groupBy = []string{}
+	}
+	data := config.QueryTemplateData{
+		Series:            in.series,
+		LabelMatchers:     JoinMatchers(in.matchers),
+		LabelValuesByName: byName,
+		GroupBy:           joinComma(groupBy),
+		GroupBySlice:      groupBy,
+		Window:            in.window,
+	}
+	return t.Execute(&data)
+}
+
+// labelValuesFor is a matcher's .LabelValuesByName entry: its values as a
+// regular expression (literal values regex-escaped), escaped for use
+// between double quotes.
+func labelValuesFor(m Matcher) string {
+	switch m.Op {
+	case MatchRegexp, MatchNotRegexp:
+		return quoteInner(m.Value)
+	default:
+		return quoteInner(regexp.QuoteMeta(m.Value))
+	}
+}
+
+func joinComma(s []string) string {
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	}
+	n := len(s) - 1
+	for _, v := range s {
+		n += len(v)
+	}
+	b := make([]byte, 0, n)
+	for i, v := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, v...)
+	}
+	return string(b)
+}
+
+// objectMatchers builds the metric-selector matchers, then the namespace
+// matcher, then the resource matcher, in prometheus-adapter's order.
+func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupResource, namespace string, names []string, all bool) (ms []Matcher, resLabel, nsLabel string, err error) {
+	ms, err = SelectorMatchers(sel)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if namespace != "" {
+		nsLabel, err = res.LabelForResource(NamespaceResource)
+		if err != nil {
+			return nil, "", "", fmt.Errorf("namespace matcher: %w", err)
+		}
+		if !utf8.ValidString(namespace) {
+			return nil, "", "", fmt.Errorf("%w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
+		}
+		ms = append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace})
+	}
+	resLabel, err = res.LabelForResource(gr)
+	if err != nil {
+		return nil, "", "", err
+	}
+	switch {
+	case all:
+		ms = append(ms, Matcher{Name: resLabel, Op: MatchNotEqual})
+	case len(names) == 0:
+		return nil, "", "", fmt.Errorf("%w for %s", ErrNoObjects, displayGR(gr))
+	default:
+		if err := checkLabelValues(resLabel, names); err != nil {
+			return nil, "", "", err
+		}
+		if len(names) == 1 {
+			ms = append(ms, Matcher{Name: resLabel, Op: MatchEqual, Value: names[0]})
+		} else {
+			ms = append(ms, Matcher{Name: resLabel, Op: MatchRegexp, Value: OneOf(names)})
+		}
+	}
+	return ms, resLabel, nsLabel, nil
+}
+
+// externalMatchers builds the metric-selector matchers then, when
+// nsLabel != "" and namespace != "", the namespace matcher.
+func externalMatchers(sel labels.Selector, nsLabel, namespace string) ([]Matcher, string, error) {
+	ms, err := SelectorMatchers(sel)
+	if err != nil {
+		return nil, "", err
+	}
+	if nsLabel == "" || namespace == "" {
+		return ms, "", nil
+	}
+	if !utf8.ValidString(namespace) {
+		return nil, "", fmt.Errorf("%w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
+	}
+	return append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace}), nsLabel, nil
+}

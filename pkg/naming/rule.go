@@ -1,0 +1,272 @@
+package naming
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/promscaler/promscaler/pkg/config"
+)
+
+// Kind says which API a discovery rule serves.
+type Kind int
+
+// The kinds of discovery rules.
+const (
+	// KindCustom rules come from config.Config.Rules and serve
+	// custom.metrics.k8s.io.
+	KindCustom Kind = iota
+	// KindExternal rules come from config.Config.ExternalRules and serve
+	// external.metrics.k8s.io.
+	KindExternal
+)
+
+// API group names served by the rule kinds.
+const (
+	CustomMetricsAPI   = "custom.metrics.k8s.io"
+	ExternalMetricsAPI = "external.metrics.k8s.io"
+)
+
+// String returns "custom" or "external".
+func (k Kind) String() string {
+	switch k {
+	case KindCustom:
+		return "custom"
+	case KindExternal:
+		return "external"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// API returns the API group the kind serves, e.g. "custom.metrics.k8s.io".
+func (k Kind) API() string {
+	if k == KindExternal {
+		return ExternalMetricsAPI
+	}
+	return CustomMetricsAPI
+}
+
+// Rule is one compiled discovery rule (an entry of rules or externalRules):
+// its series query, filters, metric naming, label <-> resource mapping and
+// query template. A Rule is immutable (apart from ResourceMapper's memo)
+// and safe for concurrent use.
+type Rule struct {
+	path         string
+	index        int
+	kind         Kind
+	seriesQuery  string
+	namer        *metricNamer
+	resources    *ResourceMapper
+	query        *QueryTemplate // nil when metricsQuery is empty
+	namespaced   bool           // external rules: apply the namespace matcher
+	defaultValue *string
+}
+
+// Path returns the rule's place in the configuration, e.g. "rules[3]" or
+// "externalRules[0]"; use it in logs and errors.
+func (r *Rule) Path() string { return r.path }
+
+// Index returns the rule's index in its list (rules or externalRules).
+func (r *Rule) Index() int { return r.index }
+
+// Kind returns whether the rule is a custom or an external metrics rule.
+func (r *Rule) Kind() Kind { return r.kind }
+
+// SeriesQuery returns the Prometheus series selector used for discovery.
+func (r *Rule) SeriesQuery() string { return r.seriesQuery }
+
+// MetricsQuery returns the metricsQuery template text ("" if none).
+func (r *Rule) MetricsQuery() string {
+	if r.query == nil {
+		return ""
+	}
+	return r.query.Text()
+}
+
+// Namespaced reports, for an external rule, whether a request's namespace
+// is applied as a matcher (resources.namespaced, default true). Custom
+// rules always apply the namespace of namespaced objects.
+func (r *Rule) Namespaced() bool { return r.namespaced }
+
+// DefaultValue returns the rule's defaultValue (a promscaler addition), if
+// set, as written in the configuration.
+func (r *Rule) DefaultValue() (string, bool) {
+	if r.defaultValue == nil {
+		return "", false
+	}
+	return *r.defaultValue, true
+}
+
+// Resources returns the rule's label <-> resource mapper.
+func (r *Rule) Resources() *ResourceMapper { return r.resources }
+
+// KeepSeries reports whether a series name passes the rule's seriesFilters
+// (all, in order) and name.matches.
+func (r *Rule) KeepSeries(seriesName string) bool { return r.namer.keeps(seriesName) }
+
+// DropReason returns "" when the series name is kept, else which filter
+// drops it, e.g. `seriesFilters[1].isNot "_total$" matches it`.
+func (r *Rule) DropReason(seriesName string) string { return r.namer.dropReason(seriesName) }
+
+// FilterSeries returns the series kept by KeepSeries, in order. The series
+// are assumed to match SeriesQuery already.
+func (r *Rule) FilterSeries(series []Series) []Series {
+	out := make([]Series, 0, len(series))
+	for _, s := range series {
+		if r.namer.keeps(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// MetricNameForSeries returns the API metric name of a series:
+// name.matches applied to the series name and expanded with name.as
+// (regexp.Regexp.ExpandString). It returns ErrSeriesNameMismatch when the
+// series name does not match.
+func (r *Rule) MetricNameForSeries(seriesName string) (string, error) {
+	return r.namer.metricName(seriesName)
+}
+
+// ResourcesForSeries returns the group-resources the series' labels map to
+// and whether the series is namespaced; see ResourceMapper.ResourcesForSeries.
+func (r *Rule) ResourcesForSeries(lbls model.LabelSet) ([]schema.GroupResource, bool) {
+	return r.resources.ResourcesForSeries(lbls)
+}
+
+// LabelForResource returns the label carrying names of objects of gr; see
+// ResourceMapper.LabelForResource.
+func (r *Rule) LabelForResource(gr schema.GroupResource) (string, error) {
+	return r.resources.LabelForResource(gr)
+}
+
+// QueryForSeries renders the metricsQuery of a custom rule for req. The
+// .LabelMatchers are: the metric selector's matchers (sorted by label),
+// then namespace="<ns>" when req.Namespace is set, then the resource
+// matcher; .GroupBy is the resource's label.
+func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
+	if r.kind != KindCustom {
+		return Query{}, fmt.Errorf("%s: QueryForSeries called on an external rule", r.path)
+	}
+	if r.query == nil {
+		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
+	}
+	ms, resLabel, nsLabel, err := objectMatchers(r.resources, req.MetricSelector, req.Resource, req.Namespace, req.Names, req.AllObjects)
+	if err != nil {
+		return Query{}, fmt.Errorf("%s: %w", r.path, err)
+	}
+	in := renderInput{series: req.Series, matchers: ms, groupBy: []string{resLabel}}
+	if req.AllObjects {
+		in.allObjects = resLabel
+	}
+	expr, err := renderQuery(r.query, in)
+	if err != nil {
+		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
+	}
+	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel}, nil
+}
+
+// QueryForExternalSeries renders the metricsQuery of an external rule for
+// req: .LabelMatchers are the metric selector's matchers (sorted by label)
+// then, when the rule is namespaced and req.Namespace is set, the
+// namespace matcher; .GroupBy is empty.
+func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
+	if r.kind != KindExternal {
+		return Query{}, fmt.Errorf("%s: QueryForExternalSeries called on a custom rule", r.path)
+	}
+	if r.query == nil {
+		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
+	}
+	nsLabel := ""
+	if r.namespaced && req.Namespace != "" {
+		l, err := r.resources.LabelForResource(NamespaceResource)
+		if err != nil {
+			return Query{}, fmt.Errorf("%s: namespace matcher (set resources.namespaced: false to query without one): %w", r.path, err)
+		}
+		nsLabel = l
+	}
+	ms, nsLabel, err := externalMatchers(req.MetricSelector, nsLabel, req.Namespace)
+	if err != nil {
+		return Query{}, fmt.Errorf("%s: %w", r.path, err)
+	}
+	expr, err := renderQuery(r.query, renderInput{series: req.Series, matchers: ms})
+	if err != nil {
+		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
+	}
+	return Query{Expr: expr, NamespaceLabel: nsLabel}, nil
+}
+
+func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTMapper) (*Rule, []string, error) {
+	path := fmt.Sprintf("rules[%d]", index)
+	if kind == KindExternal {
+		path = fmt.Sprintf("externalRules[%d]", index)
+	}
+	r := &Rule{
+		path:         path,
+		index:        index,
+		kind:         kind,
+		seriesQuery:  cfg.SeriesQuery,
+		namespaced:   true,
+		defaultValue: cfg.DefaultValue,
+	}
+	if kind == KindExternal && cfg.Resources.Namespaced != nil {
+		r.namespaced = *cfg.Resources.Namespaced
+	}
+	var errs []error
+	var warnings []string
+	if strings.TrimSpace(cfg.SeriesQuery) == "" {
+		errs = append(errs, fmt.Errorf("%s.seriesQuery: must not be empty", path))
+	}
+	namer, err := compileNamer(cfg.SeriesFilters, cfg.Name)
+	if err != nil {
+		errs = append(errs, prefixErrors(path, err))
+	}
+	r.namer = namer
+	res, warns, err := NewResourceMapper(cfg.Resources, rest)
+	if err != nil {
+		errs = append(errs, prefixErrors(path+".resources", err))
+	}
+	for _, w := range warns {
+		warnings = append(warnings, path+".resources."+w)
+	}
+	r.resources = res
+	if res != nil && !res.HasTemplate() && len(cfg.Resources.Overrides) == 0 && kind == KindCustom {
+		warnings = append(warnings, path+".resources: no template and no overrides: no label maps to a resource, so the rule serves no metric")
+	}
+	if strings.TrimSpace(cfg.MetricsQuery) == "" {
+		warnings = append(warnings, path+".metricsQuery: empty: metrics are discovered but every query fails")
+	} else if q, err := ParseQueryTemplate(cfg.MetricsQuery); err != nil {
+		errs = append(errs, fmt.Errorf("%s.metricsQuery: %w", path, err))
+	} else {
+		r.query = q
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return r, warnings, nil
+}
+
+// prefixErrors prefixes every error joined in err with "path." (or
+// "path: " for errors that do not start with a field name).
+func prefixErrors(path string, err error) error {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]error, 0, len(errs))
+	for _, e := range errs {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, prefixErrors(path, errors.Join(j.Unwrap()...)))
+			continue
+		}
+		out = append(out, fmt.Errorf("%s.%w", path, e))
+	}
+	return errors.Join(out...)
+}

@@ -1,0 +1,210 @@
+package naming
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/promscaler/promscaler/pkg/config"
+)
+
+// RuleSet is a whole configuration compiled for serving: discovery rules,
+// external queries and resource rules. It is immutable and safe for
+// concurrent use; a configuration reload compiles a new RuleSet.
+type RuleSet struct {
+	custom          []*Rule
+	external        []*Rule
+	externalQueries []*ExternalQuery
+	resource        *ResourceRules
+	warnings        []string
+}
+
+// Compile compiles cfg, resolving resources through mapper (the cluster's,
+// or kubemapper's built-in one for offline tools). It reports every problem
+// it finds at once, joined, each prefixed with its path (e.g.
+// "rules[2].name.matches: ..."). Problems that do not prevent serving (an
+// override naming a resource the mapper does not know, a rule that can
+// serve nothing) are returned by Warnings. Compile is not a substitute for
+// config validation, which also knows source lines.
+func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
+	if cfg == nil {
+		return nil, errors.New("no configuration")
+	}
+	if mapper == nil {
+		return nil, errors.New("no RESTMapper")
+	}
+	s := &RuleSet{}
+	var errs []error
+	for i, rc := range cfg.Rules {
+		r, w, err := compileRule(KindCustom, i, rc, mapper)
+		s.warnings = append(s.warnings, w...)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.custom = append(s.custom, r)
+	}
+	for i, rc := range cfg.ExternalRules {
+		r, w, err := compileRule(KindExternal, i, rc, mapper)
+		s.warnings = append(s.warnings, w...)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.external = append(s.external, r)
+	}
+	seen := make(map[string]string, len(cfg.ExternalQueries))
+	for i, qc := range cfg.ExternalQueries {
+		q, err := compileExternalQuery(i, qc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, dup := seen[q.name]; dup {
+			errs = append(errs, fmt.Errorf("%s.name: %q is already served by %s", q.path, q.name, prev))
+			continue
+		}
+		seen[q.name] = q.path
+		s.externalQueries = append(s.externalQueries, q)
+	}
+	if cfg.ResourceRules != nil {
+		rr, w, err := compileResourceRules(cfg.ResourceRules, mapper)
+		s.warnings = append(s.warnings, w...)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			s.resource = rr
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CustomRules returns the compiled rules (custom.metrics.k8s.io), in
+// configuration order.
+func (s *RuleSet) CustomRules() []*Rule { return slices.Clone(s.custom) }
+
+// ExternalRules returns the compiled externalRules
+// (external.metrics.k8s.io), in configuration order.
+func (s *RuleSet) ExternalRules() []*Rule { return slices.Clone(s.external) }
+
+// Rules returns every discovery rule: custom rules, then external rules.
+func (s *RuleSet) Rules() []*Rule {
+	out := make([]*Rule, 0, len(s.custom)+len(s.external))
+	out = append(out, s.custom...)
+	return append(out, s.external...)
+}
+
+// ExternalQueries returns the compiled externalQueries (a promscaler
+// addition), in configuration order.
+func (s *RuleSet) ExternalQueries() []*ExternalQuery { return slices.Clone(s.externalQueries) }
+
+// ExternalQuery returns the externalQueries entry serving metric name.
+func (s *RuleSet) ExternalQuery(name string) (*ExternalQuery, bool) {
+	for _, q := range s.externalQueries {
+		if q.name == name {
+			return q, true
+		}
+	}
+	return nil, false
+}
+
+// ResourceRules returns the compiled resourceRules, or nil when the
+// configuration has none.
+func (s *RuleSet) ResourceRules() *ResourceRules { return s.resource }
+
+// Warnings returns the problems found that do not prevent serving, each
+// prefixed with its path.
+func (s *RuleSet) Warnings() []string { return slices.Clone(s.warnings) }
+
+// ForgetUnresolved makes every rule resolve again labels that mapped to no
+// resource (see ResourceMapper.ForgetUnresolved). Call it once per
+// discovery cycle.
+func (s *RuleSet) ForgetUnresolved() {
+	for _, r := range s.custom {
+		r.resources.ForgetUnresolved()
+	}
+	for _, r := range s.external {
+		r.resources.ForgetUnresolved()
+	}
+	if s.resource != nil {
+		s.resource.CPU.resources.ForgetUnresolved()
+		s.resource.Memory.resources.ForgetUnresolved()
+	}
+}
+
+// ExternalQuery is one compiled externalQueries entry (a promscaler
+// addition): an external metric answered by a fixed query template, with
+// no discovery.
+type ExternalQuery struct {
+	path         string
+	name         string
+	query        *QueryTemplate
+	nsLabel      string // "" when not namespaced
+	defaultValue *string
+}
+
+func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error) {
+	path := fmt.Sprintf("externalQueries[%d]", i)
+	var errs []error
+	q := &ExternalQuery{path: path, name: c.Name, defaultValue: c.DefaultValue}
+	if strings.TrimSpace(c.Name) == "" {
+		errs = append(errs, fmt.Errorf("%s.name: must not be empty", path))
+	}
+	if c.Namespaced != nil && *c.Namespaced {
+		q.nsLabel = c.NamespaceLabel
+		if q.nsLabel == "" {
+			q.nsLabel = "namespace"
+		}
+		if err := checkLabelName(q.nsLabel); err != nil {
+			errs = append(errs, fmt.Errorf("%s.namespaceLabel: %w", path, err))
+		}
+	}
+	t, err := ParseQueryTemplate(c.Query)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s.query: %w", path, err))
+	}
+	q.query = t
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Path returns the entry's place in the configuration, e.g.
+// "externalQueries[0]".
+func (q *ExternalQuery) Path() string { return q.path }
+
+// Name returns the external metric name served.
+func (q *ExternalQuery) Name() string { return q.name }
+
+// Namespaced reports whether the request namespace is applied as a matcher.
+func (q *ExternalQuery) Namespaced() bool { return q.nsLabel != "" }
+
+// DefaultValue returns the entry's defaultValue, if set, as written.
+func (q *ExternalQuery) DefaultValue() (string, bool) {
+	if q.defaultValue == nil {
+		return "", false
+	}
+	return *q.defaultValue, true
+}
+
+// Query renders the entry for req: .Series is the metric name,
+// .LabelMatchers the metric selector's matchers (sorted by label) then,
+// when namespaced and req.Namespace is set, the namespace matcher.
+func (q *ExternalQuery) Query(req ExternalRequest) (Query, error) {
+	ms, nsLabel, err := externalMatchers(req.MetricSelector, q.nsLabel, req.Namespace)
+	if err != nil {
+		return Query{}, fmt.Errorf("%s: %w", q.path, err)
+	}
+	expr, err := renderQuery(q.query, renderInput{series: q.name, matchers: ms})
+	if err != nil {
+		return Query{}, fmt.Errorf("%s.query: %w", q.path, err)
+	}
+	return Query{Expr: expr, NamespaceLabel: nsLabel}, nil
+}
