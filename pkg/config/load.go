@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -60,7 +61,7 @@ func Parse(data []byte, filename string) (cfg *Config, err error) {
 		if errors.Is(err, io.EOF) {
 			return &Config{Source: newSource(filename)}, nil
 		}
-		return nil, ErrorList{syntaxError(data, filename, err)}
+		return nil, syntaxErrors(data, filename, err)
 	}
 	d := newDecoder(filename, data)
 	c := &Config{}
@@ -82,7 +83,7 @@ func Parse(data []byte, filename string) (cfg *Config, err error) {
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "", "put all rules in one document", "the file holds more than one YAML document; only the first would be read")
 	} else if !errors.Is(err, io.EOF) {
-		d.errs = append(d.errs, syntaxError(data, filename, err))
+		d.errs = append(d.errs, syntaxErrors(data, filename, err)...)
 	}
 	c.Source = d.src
 
@@ -131,28 +132,43 @@ func configMapHint(d *decoder, root *yaml.Node) {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
-// syntaxError turns a YAML library error into an Error with a line and a
+// syntaxErrors turns a YAML library error into an Error with a line and a
 // column. The library reports the line where the enclosing construct
 // started, which is often far from the mistake, and no column; so the
 // position is found again by parsing ever longer prefixes of the input: the
-// first prefix that fails with the same problem ends at the mistake.
-func syntaxError(data []byte, filename string, err error) *Error {
+// first prefix that fails with the same problem ends at the mistake. As the
+// library stops at the first mistake, the other lines are then scanned for
+// the well-known ones (see findMistake), so that a file with the same
+// mistake in several rules gets it reported for each.
+func syntaxErrors(data []byte, filename string, err error) ErrorList {
 	msg := err.Error()
-	problem := yamlLineRE.ReplaceAllString(msg, "")
-	problem = strings.TrimPrefix(problem, "yaml: ")
-	e := &Error{File: filename, Msg: "invalid YAML: " + problem}
+	problem := strings.TrimPrefix(yamlLineRE.ReplaceAllString(msg, ""), "yaml: ")
+	first := &Error{File: filename, Msg: "invalid YAML: " + problem}
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
-		fmt.Sscan(m[1], &e.Line)
+		first.Line, _ = strconv.Atoi(m[1])
 	}
-	if len(data) <= 1<<20 {
-		if line, col, ok := locateSyntaxError(data, problem); ok {
-			e.Line, e.Column = line, col
+	if len(data) > 1<<20 {
+		return ErrorList{first}
+	}
+	if line, col, ok := locateSyntaxError(data, problem); ok {
+		first.Line, first.Column = line, col
+	}
+	out := ErrorList{first}
+	for i, text := range strings.Split(string(data), "\n") {
+		m, ok := findMistake(text)
+		if !ok {
+			continue
 		}
+		if i+1 == first.Line {
+			first.Msg = fmt.Sprintf("%s (%s)", m.msg, problem)
+			first.Hint = m.hint
+			first.Column = m.col
+			continue
+		}
+		out = append(out, &Error{File: filename, Line: i + 1, Column: m.col, Msg: m.msg, Hint: m.hint})
 	}
-	if e.Line > 0 {
-		e.Hint = quotingHint(data, e.Line, e.Column)
-	}
-	return e
+	sortList(out)
+	return out
 }
 
 // failsWith reports whether parsing data fails with the given problem.
@@ -235,34 +251,72 @@ func locateSyntaxError(data []byte, problem string) (line, col int, ok bool) {
 	return line, col, true
 }
 
-// quotingHint recognises the mistake of prometheus-adapter's own
-// docs/sample-config.yaml: a double-quoted value containing an unescaped
-// double quote, e.g.
+const (
+	hintDoubleQuote = `a " inside a double-quoted value must be written \"; simpler for PromQL: quote the whole value with single quotes '...' (an inner ' is then written '')`
+	hintSingleQuote = `a ' inside a single-quoted value must be written ''; or quote the whole value with double quotes "..." (an inner " is then written \")`
+	hintTab         = "indent with spaces; YAML does not allow tabs in indentation"
+	hintComma       = "remove the trailing comma: entries of a block mapping or list are separated by new lines, not commas"
+)
+
+// lineMistake is a well-known YAML mistake found on one line.
+type lineMistake struct {
+	col  int // 1-based rune column
+	msg  string
+	hint string
+}
+
+// findMistake recognises common YAML mistakes on one line. The first is the
+// one of prometheus-adapter's own docs/sample-config.yaml: a double-quoted
+// value containing an unescaped double quote, e.g.
 //
 //	metricsQuery: "sum(x{<<.LabelMatchers>>,container!="POD"})"
 //
 // YAML ends the value at the second quote and then finds stray text.
-func quotingHint(data []byte, line, col int) string {
-	lines := strings.Split(string(data), "\n")
-	if line < 1 || line > len(lines) {
-		return ""
-	}
-	text := lines[line-1]
+func findMistake(text string) (lineMistake, bool) {
+	text = strings.TrimRight(text, "\r")
 	for _, quote := range []byte{'"', '\''} {
-		if end, ok := closedEarly(text, quote); ok && (col == 0 || len([]rune(text[:end])) < col) {
-			if quote == '"' {
-				return `the double-quoted value ends at the second " on this line; write an inner " as \" or, simpler for PromQL, quote the whole value with single quotes '...' (an inner ' is then written '')`
+		if end, ok := closedEarly(text, quote); ok {
+			m := lineMistake{col: len([]rune(text[:end+1])) + 1, msg: "invalid YAML: text after the closing quote of a double-quoted value", hint: hintDoubleQuote}
+			if quote == '\'' {
+				m.msg, m.hint = "invalid YAML: text after the closing quote of a single-quoted value", hintSingleQuote
 			}
-			return `the single-quoted value ends at the second ' on this line; write an inner ' as '' or quote the whole value with double quotes`
+			return m, true
 		}
 	}
-	if strings.HasPrefix(strings.TrimLeft(text, " "), "\t") || strings.Contains(leadingSpace(text), "\t") {
-		return "indent with spaces; YAML does not allow tabs in indentation"
+	if ws := leadingSpace(text); strings.Contains(ws, "\t") && strings.TrimSpace(text) != "" {
+		return lineMistake{col: strings.IndexByte(ws, '\t') + 1, msg: "invalid YAML: tab in indentation", hint: hintTab}, true
 	}
-	if t := strings.TrimRight(text, " "); strings.HasSuffix(t, "},") || strings.HasSuffix(t, "],") {
-		return "remove the trailing comma: entries of a block mapping are separated by new lines, not commas"
+	if t := strings.TrimRight(text, " "); (strings.HasSuffix(t, "},") || strings.HasSuffix(t, "],")) && !strings.HasPrefix(strings.TrimSpace(t), "#") && flowDepth(t) == 0 {
+		return lineMistake{col: len([]rune(t)), msg: "invalid YAML: trailing comma after a flow collection", hint: hintComma}, true
 	}
-	return ""
+	return lineMistake{}, false
+}
+
+// flowDepth returns the nesting of [ and { left open at the end of a line,
+// ignoring quoted text; a line that opens as many as it closes is 0.
+func flowDepth(text string) int {
+	depth := 0
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote == '"' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
+		case c == '#' && (i == 0 || text[i-1] == ' '):
+			return depth
+		}
+	}
+	return depth
 }
 
 func leadingSpace(s string) string {
@@ -270,8 +324,8 @@ func leadingSpace(s string) string {
 }
 
 // closedEarly reports whether text has a value (after "key: " or "- ")
-// quoted with quote that is closed and followed by more than blanks or a
-// comment; end is the byte index of the closing quote.
+// quoted with quote that is closed and followed by more than blanks, a
+// comment or flow punctuation; end is the byte index of the closing quote.
 func closedEarly(text string, quote byte) (end int, ok bool) {
 	start := -1
 	for _, sep := range []string{": ", "- "} {
@@ -295,10 +349,10 @@ func closedEarly(text string, quote byte) (end int, ok bool) {
 				continue
 			}
 			rest := strings.TrimSpace(text[i+1:])
-			if rest != "" && !strings.HasPrefix(rest, "#") {
-				return i, true
+			if rest == "" || strings.ContainsRune("#,}]", rune(rest[0])) || strings.HasPrefix(rest, ":") {
+				return 0, false
 			}
-			return 0, false
+			return i, true
 		}
 		i++
 	}

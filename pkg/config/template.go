@@ -64,11 +64,69 @@ type templateProblem struct {
 }
 
 var (
-	tmplLocRE   = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: `)
-	execAtRE    = regexp.MustCompile(`^executing "[^"]*" at <([^>]*)>: `)
-	unknownFRE  = regexp.MustCompile(`can't evaluate field (\w+) in type \S+`)
-	dataDepExec = regexp.MustCompile(`error calling (index|slice): `)
+	tmplLocRE     = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: `)
+	execAtRE      = regexp.MustCompile(`^executing "[^"]*" at <([^>]*)>: `)
+	unknownFRE    = regexp.MustCompile(`can't evaluate field (\w+) in type \S+`)
+	dataDepExec   = regexp.MustCompile(`error calling (index|slice): `)
+	undefinedFnRE = regexp.MustCompile(`^function "(\w+)" not defined`)
 )
+
+// wordIndex returns the byte index of word in line as a whole identifier
+// (so that "join" is not found inside "adjoin"), or -1.
+func wordIndex(line, word string) int {
+	for off := 0; ; {
+		i := strings.Index(line[off:], word)
+		if i < 0 {
+			return -1
+		}
+		i += off
+		end := i + len(word)
+		before := i == 0 || !isWordByte(line[i-1])
+		after := end == len(line) || !isWordByte(line[end])
+		if before && after && (i == 0 || line[i-1] != '.') {
+			return i
+		}
+		off = end
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// checkBrackets reports the first unbalanced (, [ or { of a rendered query,
+// ignoring quoted strings; "" when they balance. It is not a PromQL parser,
+// only a guard against the most common template slip.
+func checkBrackets(q string) string {
+	var stack []byte
+	pairs := map[byte]byte{')': '(', ']': '[', '}': '{'}
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote != '`' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			stack = append(stack, c)
+		case c == ')' || c == ']' || c == '}':
+			if len(stack) == 0 || stack[len(stack)-1] != pairs[c] {
+				from := max(0, i-30)
+				return fmt.Sprintf("unexpected %q after %q", c, q[from:i])
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) > 0 {
+		return fmt.Sprintf("%q is never closed", stack[len(stack)-1])
+	}
+	return ""
+}
 
 // splitTemplateError separates text/template's "template: name:L:C: " prefix.
 func splitTemplateError(err error) templateProblem {
@@ -95,6 +153,13 @@ func parseTemplate(name, text string) (*template.Template, *templateProblem) {
 	t, err := NewTemplate(name, text)
 	if err != nil {
 		p := splitTemplateError(err)
+		// Parse errors carry a line only; find the named function or the
+		// quoted character on that line for a column.
+		if lines := strings.Split(text, "\n"); p.col < 0 && p.line >= 1 && p.line <= len(lines) {
+			if m := undefinedFnRE.FindStringSubmatch(p.msg); m != nil {
+				p.col = wordIndex(lines[p.line-1], m[1])
+			}
+		}
 		p.msg = "template does not parse: " + p.msg
 		return nil, &p
 	}
@@ -250,11 +315,24 @@ const (
 	resourceQuery                   // resourceRules: .Window is resourceRules.window
 )
 
-// checkQueryTemplate parses and test-renders a query template.
-func checkQueryTemplate(name, text string, kind queryKind, window string) *templateProblem {
+// checkQueryTemplate parses and test-renders a query template. It returns
+// the problem that makes it unusable, or else a warning (an empty string
+// when there is none) about the rendered query.
+func checkQueryTemplate(name, text string, kind queryKind, window string) (*templateProblem, string) {
+	out, p := renderQueryTemplate(name, text, kind, window)
+	if p != nil {
+		return p, ""
+	}
+	if b := checkBrackets(out); b != "" {
+		return nil, fmt.Sprintf("the rendered query has unbalanced brackets (%s), so Prometheus will reject it: %s", b, truncate(out, 200))
+	}
+	return nil, ""
+}
+
+func renderQueryTemplate(name, text string, kind queryKind, window string) (string, *templateProblem) {
 	t, p := parseTemplate(name, text)
 	if p != nil {
-		return p
+		return "", p
 	}
 	fields := queryFields
 	if kind == discoveryQuery {
@@ -262,10 +340,10 @@ func checkQueryTemplate(name, text string, kind queryKind, window string) *templ
 	}
 	out, p := execTemplate(t, sampleQueryData(window), fields)
 	if p != nil {
-		return p
+		return "", p
 	}
 	if strings.TrimSpace(out) == "" {
-		return &templateProblem{msg: "template renders an empty query", col: -1}
+		return "", &templateProblem{msg: "template renders an empty query", col: -1}
 	}
 	// Does the output depend on .Window? Render again with another value.
 	other := "17m"
@@ -276,12 +354,12 @@ func checkQueryTemplate(name, text string, kind queryKind, window string) *templ
 	if p == nil && alt != out {
 		switch {
 		case kind == discoveryQuery:
-			return &templateProblem{msg: ".Window is only set for resourceRules; here it is always empty", col: -1}
+			return "", &templateProblem{msg: ".Window is only set for resourceRules; here it is always empty", col: -1}
 		case window == "":
-			return &templateProblem{msg: "template uses .Window but resourceRules.window is not set, so it would render empty", col: -1}
+			return "", &templateProblem{msg: "template uses .Window but resourceRules.window is not set, so it would render empty", col: -1}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // labelNameRE is Prometheus' label name syntax.

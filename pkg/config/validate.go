@@ -149,6 +149,15 @@ func (ch *checker) templateError(path, text string, p *templateProblem) {
 	}
 }
 
+func (ch *checker) queryTemplate(path, name, text string, kind queryKind, window string) {
+	p, warning := checkQueryTemplate(name, text, kind, window)
+	if p != nil {
+		ch.templateError(path, text, p)
+	} else if warning != "" {
+		ch.warnf(path, "", "%s", warning)
+	}
+}
+
 func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 	if strings.TrimSpace(r.SeriesQuery) == "" {
 		ch.errorf(KeyPath(path, "seriesQuery"), `e.g. seriesQuery: '{__name__=~"^http_requests_.*",namespace!="",pod!=""}'`,
@@ -163,8 +172,8 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 	if strings.TrimSpace(r.MetricsQuery) == "" {
 		ch.warnf(qp, "set metricsQuery explicitly",
 			"metricsQuery is not set; promscaler uses %s (prometheus-adapter would send an empty query, which Prometheus rejects)", DefaultMetricsQuery)
-	} else if p := checkQueryTemplate("metricsQuery", r.MetricsQuery, discoveryQuery, ""); p != nil {
-		ch.templateError(qp, r.MetricsQuery, p)
+	} else {
+		ch.queryTemplate(qp, "metricsQuery", r.MetricsQuery, discoveryQuery, "")
 	}
 	ch.quantity(KeyPath(path, "defaultValue"), r.DefaultValue)
 }
@@ -329,9 +338,7 @@ func (ch *checker) resourceRule(path string, r *ResourceRule, window string) {
 			ch.errorf(p, "", "%s is required", q.key)
 			continue
 		}
-		if tp := checkQueryTemplate(q.key, q.text, resourceQuery, window); tp != nil {
-			ch.templateError(p, q.text, tp)
-		}
+		ch.queryTemplate(p, q.key, q.text, resourceQuery, window)
 	}
 	ch.mapping(KeyPath(path, "resources"), &r.Resources, false, true)
 	if r.Resources.Template == "" && len(r.Resources.Overrides) == 0 {
@@ -363,8 +370,8 @@ func (ch *checker) externalQuery(path string, q *ExternalQuery) {
 	qp := KeyPath(path, "query")
 	if strings.TrimSpace(q.Query) == "" {
 		ch.errorf(qp, `e.g. query: 'sum(queue_depth{<<.LabelMatchers>>})'`, "query is required")
-	} else if p := checkQueryTemplate("query", q.Query, discoveryQuery, ""); p != nil {
-		ch.templateError(qp, q.Query, p)
+	} else {
+		ch.queryTemplate(qp, "query", q.Query, discoveryQuery, "")
 	}
 	if q.NamespaceLabel != "" {
 		if !labelNameRE.MatchString(q.NamespaceLabel) {

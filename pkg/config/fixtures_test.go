@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test ./pkg/config -update to create it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
+	}
+}
+
+func fixtures(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no fixtures in testdata/%s", dir)
+	}
+	return files
+}
+
+// TestValidFixtures loads prometheus-adapter's published configurations (and
+// promscaler's own examples) unchanged; their warnings are golden files.
+func TestValidFixtures(t *testing.T) {
+	for _, file := range fixtures(t, "valid") {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Load(file)
+			if err != nil {
+				t.Fatalf("Load(%s) failed:\n%v", file, err)
+			}
+			if n := len(cfg.Rules) + len(cfg.ExternalRules) + len(cfg.ExternalQueries); n == 0 && cfg.ResourceRules == nil {
+				t.Fatalf("Load(%s) returned an empty configuration", file)
+			}
+			if errs := cfg.Validate(); len(errs) != 0 {
+				t.Fatalf("Validate() after a successful Load: %v", errs)
+			}
+			var warnings string
+			for _, w := range cfg.Warnings() {
+				warnings += w.Error() + "\n"
+			}
+			golden(t, strings.TrimSuffix(file, ".yaml")+".warn", warnings)
+		})
+	}
+}
+
+// TestInvalidFixtures checks that each invalid configuration gives exactly
+// the errors of its golden .err file, each with a position.
+func TestInvalidFixtures(t *testing.T) {
+	files := fixtures(t, "invalid")
+	if len(files) < 30 {
+		t.Errorf("only %d invalid fixtures; the suite promises at least 30", len(files))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Load(file)
+			if err == nil {
+				t.Fatalf("Load(%s) succeeded, want errors", file)
+			}
+			if cfg != nil {
+				t.Errorf("Load returned a configuration along with errors")
+			}
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error is %T, want ErrorList", err)
+			}
+			for _, e := range list {
+				if e.Line < 1 {
+					t.Errorf("error without a line: %v", e)
+				}
+				if e.File != file {
+					t.Errorf("error names file %q, want %q", e.File, file)
+				}
+			}
+			golden(t, strings.TrimSuffix(file, ".yaml")+".err", err.Error()+"\n")
+		})
+	}
+}
