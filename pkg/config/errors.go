@@ -99,6 +99,9 @@ func (l ErrorList) Unwrap() []error {
 func sortList(l ErrorList) {
 	sort.SliceStable(l, func(i, j int) bool {
 		a, b := l[i], l[j]
+		if a.Line == 0 && b.Line == 0 {
+			return false // no positions: keep the order they were found in
+		}
 		if a.Line != b.Line {
 			return a.Line < b.Line
 		}

@@ -66,7 +66,7 @@ type templateProblem struct {
 var (
 	tmplLocRE     = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: `)
 	execAtRE      = regexp.MustCompile(`^executing "[^"]*" at <([^>]*)>: `)
-	unknownFRE    = regexp.MustCompile(`can't evaluate field (\w+) in type \S+`)
+	unknownFRE    = regexp.MustCompile(`can't evaluate field (\w+) in type \*?config\.\w+`)
 	dataDepExec   = regexp.MustCompile(`error calling (index|slice): `)
 	undefinedFnRE = regexp.MustCompile(`^function "(\w+)" not defined`)
 )
@@ -324,7 +324,7 @@ func checkQueryTemplate(name, text string, kind queryKind, window string) (*temp
 		return p, ""
 	}
 	if b := checkBrackets(out); b != "" {
-		return nil, fmt.Sprintf("the rendered query has unbalanced brackets (%s), so Prometheus will reject it: %s", b, truncate(out, 200))
+		return nil, fmt.Sprintf("the query has unbalanced brackets (%s), so Prometheus will reject it", b)
 	}
 	return nil, ""
 }

@@ -84,6 +84,16 @@ func (ch *checker) errorf(path, hint, format string, args ...any) *Error {
 	return e
 }
 
+// atKey moves e to the key of path, for problems with the key itself.
+func (ch *checker) atKey(e *Error, path string) {
+	if ch.c.Source == nil {
+		return
+	}
+	if pos, ok := ch.c.Source.Keys[path]; ok {
+		e.Line, e.Column = pos.Line, pos.Column
+	}
+}
+
 func (ch *checker) warnf(path, hint, format string, args ...any) {
 	e := ch.c.ErrorAt(path, format, args...)
 	e.Hint = hint
@@ -218,6 +228,7 @@ func (ch *checker) mapping(path string, m *ResourceMapping, external, resourceRu
 		p := KeyPath(op, label)
 		if !labelNameRE.MatchString(label) {
 			ch.warnf(p, "", "%q is not a valid Prometheus label name, so no series can carry it", label)
+			ch.atKey(ch.warns[len(ch.warns)-1], p)
 		}
 		if strings.TrimSpace(gr.Resource) == "" {
 			ch.errorf(KeyPath(p, "resource"), `e.g. `+label+`: {resource: "pod"}`, "override of label %q names no resource", label)

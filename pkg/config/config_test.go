@@ -1,0 +1,412 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+var ignoreSource = cmpopts.IgnoreFields(Config{}, "Source")
+
+func TestParseSeedExample(t *testing.T) {
+	cfg, err := Load("testdata/valid/seed-fpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{Rules: []DiscoveryRule{{
+		SeriesQuery: `{__name__="pm_status",namespace!="",pod_name!="",state="active processes"}`,
+		Resources: ResourceMapping{Overrides: map[string]GroupResource{
+			"namespace": {Resource: "namespace"},
+			"pod_name":  {Resource: "pod"},
+		}},
+		Name: NameMapping{As: "fpm_active_rate"},
+		MetricsQuery: `sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="active processes"}[2m])) by (<<.GroupBy>>)` +
+			` / sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="total processes"}[2m])) by (<<.GroupBy>>)`,
+	}}}
+	if diff := cmp.Diff(want, cfg, ignoreSource); diff != "" {
+		t.Errorf("decoded configuration mismatch (-want +got):\n%s", diff)
+	}
+	if got, want := cfg.Source.Values["rules[0].name.as"], (Position{Line: 10, Column: 9}); got != want {
+		t.Errorf("position of rules[0].name.as = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"comments", "# nothing configured yet\n\n"},
+		{"document marker", "---\n"},
+		{"null", "~\n"},
+		{"empty sections", "rules: []\nexternalRules:\nresourceRules:\nexternalQueries: []\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.in), "config.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(&Config{}, cfg, ignoreSource, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if cfg.Source == nil || cfg.Source.File != "config.yaml" {
+				t.Errorf("Source = %+v, want one naming config.yaml", cfg.Source)
+			}
+		})
+	}
+}
+
+func TestParseYAMLFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want *Config
+	}{{
+		name: "anchors and merge keys",
+		in: `externalRules:
+- &queue
+  seriesQuery: '{__name__="queue_depth"}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
+  resources: {namespaced: false}
+- <<: *queue
+  seriesQuery: '{__name__="queue_lag"}'
+`,
+		want: &Config{ExternalRules: []DiscoveryRule{{
+			SeriesQuery:  `{__name__="queue_depth"}`,
+			MetricsQuery: `sum(<<.Series>>{<<.LabelMatchers>>})`,
+			Resources:    ResourceMapping{Namespaced: ptr(false)},
+		}, {
+			SeriesQuery:  `{__name__="queue_lag"}`,
+			MetricsQuery: `sum(<<.Series>>{<<.LabelMatchers>>})`,
+			Resources:    ResourceMapping{Namespaced: ptr(false)},
+		}}},
+	}, {
+		// prometheus-adapter decodes with yaml.v2, which reads YAML 1.1
+		// booleans; such files must keep loading.
+		name: "YAML 1.1 booleans",
+		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: sum(up)\n  resources: {namespaced: no}\n",
+		want: &Config{ExternalRules: []DiscoveryRule{{
+			SeriesQuery: "up", MetricsQuery: "sum(up)", Resources: ResourceMapping{Namespaced: ptr(false)},
+		}}},
+	}, {
+		name: "numbers as strings",
+		in:   "resourceRules:\n  cpu: {containerQuery: '1', nodeQuery: 2, containerLabel: c, resources: {template: '<<.Resource>>'}}\n  memory: {containerQuery: '3', nodeQuery: 4, containerLabel: c, resources: {template: '<<.Resource>>'}}\n  window: 5m\n",
+		want: &Config{ResourceRules: &ResourceRules{
+			CPU:    ResourceRule{ContainerQuery: "1", NodeQuery: "2", ContainerLabel: "c", Resources: ResourceMapping{Template: "<<.Resource>>"}},
+			Memory: ResourceRule{ContainerQuery: "3", NodeQuery: "4", ContainerLabel: "c", Resources: ResourceMapping{Template: "<<.Resource>>"}},
+			Window: "5m",
+		}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.in), "config.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, cfg, ignoreSource); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseAliasBomb(t *testing.T) {
+	in := `a: &a ["x","x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]
+rules:
+- seriesQuery: up
+  seriesFilters: [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+`
+	_, err := Parse([]byte(in), "bomb.yaml")
+	if err == nil {
+		t.Fatal("Parse succeeded, want an error")
+	}
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) == 0 {
+		t.Fatalf("error %T is not a non-empty ErrorList", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a missing file: %v, want an error wrapping fs.ErrNotExist", err)
+	}
+}
+
+func TestLoadLargeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, make([]byte, maxFileSize+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Load of an oversized file: %v, want a size error", err)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name, got, want, parent string
+	}{
+		{"top key", KeyPath("", "rules"), "rules", ""},
+		{"index", IndexPath("rules", 3), "rules[3]", "rules"},
+		{"nested key", KeyPath(IndexPath("rules", 3), "name"), "rules[3].name", "rules[3]"},
+		{"odd key", KeyPath("rules[0].resources.overrides", "app.kubernetes.io/name"), `rules[0].resources.overrides["app.kubernetes.io/name"]`, "rules[0].resources.overrides"},
+		{"odd key with bracket", KeyPath("x", `a"]["b`), `x["a\"][\"b"]`, "x"},
+		{"key below odd key", KeyPath(KeyPath("o", "a.b"), "resource"), `o["a.b"].resource`, `o["a.b"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("path = %q, want %q", tc.got, tc.want)
+			}
+			if got := parentPath(tc.got); got != tc.parent {
+				t.Errorf("parentPath(%q) = %q, want %q", tc.got, got, tc.parent)
+			}
+		})
+	}
+}
+
+func TestPositionAndErrorAt(t *testing.T) {
+	in := "rules:\n- seriesQuery: up\n  name:\n    matches: '^(.*)$'\n"
+	cfg, err := Parse([]byte(in), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want Position
+	}{
+		{"rules[0].name.matches", Position{4, 14}},
+		{"rules[0].name.as", Position{3, 3}},      // missing: the key of name
+		{"rules[0].metricsQuery", Position{2, 3}}, // missing: the item
+		{"externalRules[2]", Position{1, 1}},      // nothing of it: the file
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			got, ok := cfg.Position(tc.path)
+			if !ok || got != tc.want {
+				t.Errorf("Position(%q) = %+v, %v; want %+v, true", tc.path, got, ok, tc.want)
+			}
+		})
+	}
+	e := cfg.ErrorAt("rules[0].name.matches", "bad %s", "thing")
+	if got, want := e.Error(), "c.yaml:4:14: rules[0].name.matches: bad thing"; got != want {
+		t.Errorf("ErrorAt = %q, want %q", got, want)
+	}
+	var inCode *Config = &Config{}
+	if _, ok := inCode.Position("rules"); ok {
+		t.Error("Position of a configuration built in code reports ok")
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  *Error
+		want string
+	}{
+		{"full", &Error{File: "config.yaml", Line: 14, Column: 7, Path: "externalRules[2].name.as", Msg: "bad", Hint: "fix it"},
+			"config.yaml:14:7: externalRules[2].name.as: bad (hint: fix it)"},
+		{"no column", &Error{File: "f", Line: 3, Path: "rules", Msg: "m"}, "f:3: rules: m"},
+		{"no file", &Error{Line: 3, Column: 1, Path: "rules", Msg: "m"}, "line 3:1: rules: m"},
+		{"path only", &Error{Path: "rules[0]", Msg: "m"}, "rules[0]: m"},
+		{"message only", &Error{Msg: "m"}, "m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	list := ErrorList{{Msg: "a"}, {Msg: "b"}}
+	if got := list.Error(); got != "a\nb" {
+		t.Errorf("ErrorList.Error() = %q", got)
+	}
+	var target *Error
+	if !errors.As(error(list), &target) || target.Msg != "a" {
+		t.Errorf("errors.As(ErrorList, *Error) = %v", target)
+	}
+	if ErrorList(nil).Err() != nil {
+		t.Error("empty ErrorList.Err() is not nil")
+	}
+}
+
+// TestValidateInCode checks a configuration built in code: errors carry
+// paths and no positions.
+func TestValidateInCode(t *testing.T) {
+	cfg := &Config{
+		Rules:           []DiscoveryRule{{SeriesQuery: "up", Resources: ResourceMapping{Template: "<<.Resource>>"}, Name: NameMapping{Matches: "("}}},
+		ExternalQueries: []ExternalQuery{{Name: "q", Query: "sum(x{<<.LabelMatchers>>})", DefaultValue: ptr("x")}},
+	}
+	var got []string
+	for _, e := range cfg.Validate() {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`rules[0].name.matches: invalid regular expression "(": missing closing ): ` + "`(`" + ` (hint: the syntax is Go's RE2 (no look-around or back-references))`,
+		`externalQueries[0].defaultValue: defaultValue "x" is not a Kubernetes quantity (hint: e.g. "0", "1.5", "100m", "2Ki")`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Validate() (-want +got):\n%s", diff)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{{
+		name: "none",
+		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
+	}, {
+		name: "no metricsQuery",
+		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n",
+		want: []string{"c.yaml:2:3: rules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
+	}, {
+		name: "namespaced on a custom rule",
+		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>', namespaced: false}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{"c.yaml:3:54: rules[0].resources.namespaced: namespaced only applies to externalRules; it has no effect on rules (custom metrics) (hint: remove it, or move the rule to externalRules)"},
+	}, {
+		name: "no resource mapping",
+		in:   "rules:\n- seriesQuery: up\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:2:3: rules[0].resources: resources maps no label to a Kubernetes resource (no template, no overrides), so this rule serves no metric (hint: e.g. resources: {template: "<<.Resource>>"} or overrides)`},
+	}, {
+		name: "invalid override label",
+		in:   "rules:\n- seriesQuery: up\n  resources: {overrides: {kubernetes.io/pod: {resource: pod}}}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:3:27: rules[0].resources.overrides["kubernetes.io/pod"]: "kubernetes.io/pod" is not a valid Prometheus label name, so no series can carry it`},
+	}, {
+		name: "namespaceLabel without namespaced",
+		in:   "externalQueries:\n- name: q\n  query: sum(x)\n  namespaceLabel: ns\n",
+		want: []string{"c.yaml:4:19: externalQueries[0].namespaceLabel: namespaceLabel has no effect because namespaced is not true (hint: set namespaced: true to use it)"},
+	}, {
+		name: "unbalanced query",
+		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>)'\n",
+		want: []string{`c.yaml:3:17: externalRules[0].metricsQuery: the query has unbalanced brackets (unexpected ')' after "namespace=\"default\",pod=~\"a|b\""), so Prometheus will reject it`},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.in), "c.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings() {
+				got = append(got, w.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Warnings() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestQueryTemplates covers what a metricsQuery may and may not do.
+func TestQueryTemplates(t *testing.T) {
+	for _, tc := range []struct {
+		name, query string
+		wantErr     string // substring; "" for valid
+	}{
+		{"plain", "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)", ""},
+		{"no template action", "sum(up)", ""},
+		{"label values", `sum(x{pod=~"<<index .LabelValuesByName "pod">>"})`, ""},
+		{"missing label value", `sum(x{job=~"<<index .LabelValuesByName "job">>"})`, ""},
+		{"index past the request's data", `sum(x) by (<<index .GroupBySlice 3>>)`, ""},
+		{"range over data", `sum(x) by (<<range $i, $l := .GroupBySlice>><<if $i>>,<<end>><<$l>><<end>>)`, ""},
+		{"range over root field", `sum(x) by (<<range $.GroupBySlice>><<.>><<end>>)`, ""},
+		{"printf", `sum(x{a="<<printf "%s" .Series>>"})`, ""},
+		{"define and template", `<<define "m">><<.LabelMatchers>><<end>>sum(x{<<template "m" .>>})`, ""},
+		{"unknown field", "sum(<<.Metric>>)", "template uses .Metric, which does not exist"},
+		{"field of a string", "sum(<<.Series.Name>>)", "template fails at <.Series.Name>"},
+		{"window", "rate(x[<<.Window>>])", ".Window is only set for resourceRules"},
+		{"window in a condition", "<<if .Window>>rate(x[1m])<<else>>x<<end>>", ".Window is only set for resourceRules"},
+		{"wrong arg count", "sum(x) by (<<len .Series 2>>)", "wrong number of args for len"},
+		{"unknown function", "sum(<<lower .Series>>)", `function "lower" not defined`},
+		{"unclosed action", "sum(<<.Series)", "template does not parse"},
+		{"empty output", "<<if false>>x<<end>>", "renders an empty query"},
+		{"range over an int", "<<range 5>>x<<end>>", "range over \"5\" is not allowed"},
+		{"range over a variable", "<<$n := 5>><<range $n>>x<<end>>", "range over \"$n\" is not allowed"},
+		{"range in a define", "<<define \"a\">><<range 9>>x<<end>><<end>>x", "range over \"9\" is not allowed"},
+		{"output bomb", `<<range .GroupBySlice>><<printf "%0100000d" 1>><<end>>`, "renders more than 64 KiB"},
+		{"recursion", `<<define "r">><<template "r" .>><<end>><<template "r" .>>`, "exceeded maximum template depth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := checkQueryTemplate("metricsQuery", tc.query, discoveryQuery, "")
+			switch {
+			case tc.wantErr == "" && p != nil:
+				t.Errorf("unexpected problem: %s", p.msg)
+			case tc.wantErr != "" && p == nil:
+				t.Errorf("no problem, want one containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(p.msg, tc.wantErr):
+				t.Errorf("problem %q, want one containing %q", p.msg, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestResourceWindow(t *testing.T) {
+	q := "sum(rate(x{<<.LabelMatchers>>}[<<.Window>>])) by (<<.GroupBy>>)"
+	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, "5m"); p != nil {
+		t.Errorf("with a window: %s", p.msg)
+	}
+	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, ""); p == nil || !strings.Contains(p.msg, "window is not set") {
+		t.Errorf("without a window: %v, want the window error", p)
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	if got := (&DiscoveryRule{}).MetricsQueryOrDefault(); got != DefaultMetricsQuery {
+		t.Errorf("MetricsQueryOrDefault of an empty rule = %q", got)
+	}
+	if got := (&DiscoveryRule{MetricsQuery: "sum(x)"}).MetricsQueryOrDefault(); got != "sum(x)" {
+		t.Errorf("MetricsQueryOrDefault = %q", got)
+	}
+	for _, tc := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"mapping nil", (&ResourceMapping{}).IsNamespaced(), true},
+		{"mapping false", (&ResourceMapping{Namespaced: ptr(false)}).IsNamespaced(), false},
+		{"query nil", (&ExternalQuery{}).IsNamespaced(), false},
+		{"query true", (&ExternalQuery{Namespaced: ptr(true)}).IsNamespaced(), true},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: IsNamespaced = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	if got := (&ExternalQuery{}).NamespaceLabelOrDefault(); got != "namespace" {
+		t.Errorf("NamespaceLabelOrDefault = %q", got)
+	}
+	if d, err := (&ResourceRules{Window: "1m30s"}).WindowDuration(); err != nil || d != 90*time.Second {
+		t.Errorf("WindowDuration = %v, %v", d, err)
+	}
+	if d, err := (&ResourceRules{}).WindowDuration(); err != nil || d != 0 {
+		t.Errorf("WindowDuration of an unset window = %v, %v", d, err)
+	}
+	if _, err := (&ResourceRules{Window: "soon"}).WindowDuration(); err == nil {
+		t.Error("WindowDuration of a bad window succeeded")
+	}
+}
+
+func TestNewTemplate(t *testing.T) {
+	tmpl, err := NewTemplate("q", `<<index .LabelValuesByName "x">>|<<.Series>>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	if err := tmpl.Execute(&sb, &QueryTemplateData{Series: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.String(); got != "|s" {
+		t.Errorf("rendered %q, want %q", got, "|s")
+	}
+}
