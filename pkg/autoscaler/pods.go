@@ -146,7 +146,7 @@ func isPodLevelRequestsSet(pod *v1.Pod) bool {
 // when that names the resource; plus the pod overhead.
 func podLevelRequest(pod *v1.Pod, res v1.ResourceName) (int64, error) {
 	var (
-		sum, sidecars, initMax           resource.Quantity
+		sum, sidecars, initMax          resource.Quantity
 		haveSum, haveSidecars, haveInit bool
 	)
 	for i := range pod.Spec.Containers {
