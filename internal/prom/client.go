@@ -1,0 +1,333 @@
+// Package prom is promscaler's Prometheus client: the HTTP API (instant
+// queries, series, label names and values) over client_golang's api and
+// api/v1 packages, with an injected *http.Client, a per-query timeout that is
+// both sent as timeout= and enforced locally, GET or POST (POST automatically
+// when a GET URL would be too long), coalescing of concurrent identical
+// calls, an optional short-TTL result cache, and request metrics.
+//
+// It speaks only the standard Prometheus HTTP API, so Thanos, Mimir/Cortex
+// and VictoriaMetrics work too. Consumers depend on the small interfaces
+// (Querier, SeriesLister, LabelValuesLister, LabelNamesLister), not on *Client.
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+// Querier runs an instant PromQL query. A zero ts means "now" as Prometheus
+// sees it, which is also what lets concurrent identical queries coalesce.
+// A scalar result is returned as a one-sample vector with no labels.
+type Querier interface {
+	Query(ctx context.Context, query string, ts time.Time) (model.Vector, error)
+}
+
+// SeriesLister lists the label sets of the series matching any of the
+// matchers (series selectors) between start and end.
+type SeriesLister interface {
+	Series(ctx context.Context, matchers []string, start, end time.Time) ([]model.LabelSet, error)
+}
+
+// LabelValuesLister lists the values of one label over the series matching
+// any of the matchers (all series when none) between start and end.
+type LabelValuesLister interface {
+	LabelValues(ctx context.Context, label string, matchers []string, start, end time.Time) ([]string, error)
+}
+
+// LabelNamesLister lists the label names over the series matching any of the
+// matchers (all series when none) between start and end.
+type LabelNamesLister interface {
+	LabelNames(ctx context.Context, matchers []string, start, end time.Time) ([]string, error)
+}
+
+var (
+	_ Querier           = (*Client)(nil)
+	_ SeriesLister      = (*Client)(nil)
+	_ LabelValuesLister = (*Client)(nil)
+	_ LabelNamesLister  = (*Client)(nil)
+)
+
+// DefaultTimeout is the per-call timeout when Config.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+// MaxGETURLLength is the longest URL sent with GET when the verb is GET;
+// longer requests are sent as a form POST, which Prometheus and compatible
+// servers accept on the same endpoints. 4 KiB stays well under the 8 KiB
+// line limits of common proxies and VictoriaMetrics' 16 KiB.
+const MaxGETURLLength = 4096
+
+// Config configures a Client. Address and HTTPClient are required.
+type Config struct {
+	// Address is the base URL of the Prometheus HTTP API (without /api/v1).
+	Address string
+	// HTTPClient sends every request; it carries TLS and authentication.
+	// Its Timeout should be zero: the per-call timeout governs.
+	HTTPClient *http.Client
+	// Verb is http.MethodGet (default) or http.MethodPost.
+	Verb string
+	// Timeout bounds each call; it is sent to Prometheus as timeout= on
+	// queries and enforced locally. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// CacheTTL, when positive, keeps successful results that long and answers
+	// identical calls from them. Zero (the default) disables the cache.
+	CacheTTL time.Duration
+	// Metrics receives request latencies and coalescing counts. Nil creates
+	// a private set (useful in tests and tools).
+	Metrics *metrics.Metrics
+	// Clock drives the result cache. Nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// Client is the Prometheus client. It is safe for concurrent use. Results
+// may be shared between concurrent callers and with the cache: callers must
+// treat returned vectors, label sets and slices as read-only.
+type Client struct {
+	api     v1.API
+	timeout time.Duration
+	flights *group
+	cache   *resultCache
+	metrics *metrics.Metrics
+}
+
+// New builds a Client from cfg.
+func New(cfg Config) (*Client, error) {
+	if cfg.HTTPClient == nil {
+		return nil, errors.New("prometheus client: no HTTP client given")
+	}
+	u, err := url.Parse(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client: invalid address: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("prometheus client: address %q must be an http or https URL with a host", u.Redacted())
+	}
+	verb := strings.ToUpper(cfg.Verb)
+	switch verb {
+	case "":
+		verb = http.MethodGet
+	case http.MethodGet, http.MethodPost:
+	default:
+		return nil, fmt.Errorf("prometheus client: unsupported verb %q (want GET or POST)", cfg.Verb)
+	}
+	if cfg.Timeout < 0 || cfg.CacheTTL < 0 {
+		return nil, errors.New("prometheus client: timeout and cache TTL must not be negative")
+	}
+	inner, err := api.NewClient(api.Config{Address: cfg.Address, Client: cfg.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client: %w", err)
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = metrics.New()
+	}
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{
+		api:     v1.NewAPI(&verbClient{inner: inner, verb: verb}),
+		timeout: timeout,
+		flights: &group{},
+		cache:   &resultCache{ttl: cfg.CacheTTL, clock: clk},
+		metrics: m,
+	}, nil
+}
+
+// Timeout returns the per-call timeout.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// WithTimeout returns a Client sharing this one's transport, coalescing and
+// cache but with another per-call timeout, e.g. a longer one for discovery.
+// A non-positive d keeps the current timeout.
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	cp := *c
+	if d > 0 {
+		cp.timeout = d
+	}
+	return &cp
+}
+
+// Query implements Querier.
+func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
+	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
+	v, err := c.call(ctx, metrics.EndpointQuery, query, key, func(ctx context.Context) (any, error) {
+		val, warnings, _, err := c.api.Query(ctx, query, ts)
+		logWarnings(metrics.EndpointQuery, query, warnings)
+		if err != nil {
+			return nil, err
+		}
+		return toVector(val)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(model.Vector), nil
+}
+
+// Series implements SeriesLister.
+func (c *Client) Series(ctx context.Context, matchers []string, start, end time.Time) ([]model.LabelSet, error) {
+	desc := strings.Join(matchers, ", ")
+	key := cacheKey(metrics.EndpointSeries, c.timeout, start, end, matchers...)
+	v, err := c.call(ctx, metrics.EndpointSeries, desc, key, func(ctx context.Context) (any, error) {
+		sets, warnings, _, err := c.api.Series(ctx, matchers, start, end)
+		logWarnings(metrics.EndpointSeries, desc, warnings)
+		return sets, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]model.LabelSet), nil
+}
+
+// LabelValues implements LabelValuesLister.
+func (c *Client) LabelValues(ctx context.Context, label string, matchers []string, start, end time.Time) ([]string, error) {
+	desc := label + " " + strings.Join(matchers, ", ")
+	key := cacheKey(metrics.EndpointLabelValues, c.timeout, start, end, append([]string{label}, matchers...)...)
+	v, err := c.call(ctx, metrics.EndpointLabelValues, desc, key, func(ctx context.Context) (any, error) {
+		vals, warnings, _, err := c.api.LabelValues(ctx, label, matchers, start, end)
+		logWarnings(metrics.EndpointLabelValues, desc, warnings)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(vals))
+		for i, v := range vals {
+			out[i] = string(v)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]string), nil
+}
+
+// LabelNames implements LabelNamesLister.
+func (c *Client) LabelNames(ctx context.Context, matchers []string, start, end time.Time) ([]string, error) {
+	desc := strings.Join(matchers, ", ")
+	key := cacheKey(metrics.EndpointLabelNames, c.timeout, start, end, matchers...)
+	v, err := c.call(ctx, metrics.EndpointLabelNames, desc, key, func(ctx context.Context) (any, error) {
+		names, warnings, _, err := c.api.LabelNames(ctx, matchers, start, end)
+		logWarnings(metrics.EndpointLabelNames, desc, warnings)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(names))
+		for i, n := range names {
+			out[i] = string(n)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]string), nil
+}
+
+// call runs fn once for all concurrent callers with the same key, under the
+// per-call timeout, recording metrics, and answers from the cache when on.
+func (c *Client) call(ctx context.Context, endpoint, desc, key string, fn func(context.Context) (any, error)) (any, error) {
+	if v, ok := c.cache.get(key); ok {
+		c.metrics.CacheHits.WithLabelValues(endpoint).Inc()
+		return v, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify(endpoint, desc, err, err, 0)
+	}
+	v, err := c.flights.do(ctx, key, func(fctx context.Context) (any, error) {
+		return c.send(fctx, endpoint, desc, key, fn)
+	}, c.metrics.CoalescedQueries.WithLabelValues(endpoint).Inc)
+	if err != nil {
+		var pe *Error
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		// The caller's own context ended while waiting.
+		return nil, classify(endpoint, desc, err, ctx.Err(), 0)
+	}
+	return v, nil
+}
+
+// send performs one request to Prometheus: the shared work of a flight.
+func (c *Client) send(ctx context.Context, endpoint, desc, key string, fn func(context.Context) (any, error)) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	st := &requestState{}
+	if endpoint == metrics.EndpointQuery {
+		st.timeout = c.timeout
+	}
+	ctx = context.WithValue(ctx, requestStateKey{}, st)
+
+	start := time.Now()
+	v, err := fn(ctx)
+	elapsed := time.Since(start)
+	if err != nil {
+		pe := classify(endpoint, desc, err, ctx.Err(), st.status)
+		c.metrics.PrometheusRequestDuration.WithLabelValues(endpoint, pe.Outcome).Observe(elapsed.Seconds())
+		klog.V(4).InfoS("Prometheus request failed", "endpoint", endpoint, "query", pe.Query,
+			"outcome", pe.Outcome, "status", st.status, "duration", elapsed, "err", pe.Err)
+		return nil, pe
+	}
+	c.metrics.PrometheusRequestDuration.WithLabelValues(endpoint, metrics.PromOutcomeSuccess).Observe(elapsed.Seconds())
+	klog.V(5).InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed)
+	c.cache.put(key, v)
+	return v, nil
+}
+
+// toVector converts an instant query result to a vector.
+func toVector(val model.Value) (model.Vector, error) {
+	switch v := val.(type) {
+	case model.Vector:
+		return v, nil
+	case *model.Scalar:
+		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: v.Value, Timestamp: v.Timestamp}}, nil
+	case nil:
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+	default:
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: fmt.Sprintf("unexpected result type %s for an instant query (want vector or scalar)", val.Type())}
+	}
+}
+
+func logWarnings(endpoint, desc string, warnings v1.Warnings) {
+	if len(warnings) > 0 {
+		klog.V(2).InfoS("Prometheus answered with warnings", "endpoint", endpoint,
+			"query", truncate(desc, maxQueryInError), "warnings", warnings)
+	}
+}
+
+// cacheKey identifies a call for coalescing and caching. A zero time stays
+// "now" (never a concrete instant), so concurrent "now" calls share a key.
+func cacheKey(endpoint string, timeout time.Duration, t1, t2 time.Time, parts ...string) string {
+	var b strings.Builder
+	b.WriteString(endpoint)
+	b.WriteByte(0)
+	b.WriteString(strconv.FormatInt(int64(timeout), 10))
+	for _, t := range []time.Time{t1, t2} {
+		b.WriteByte(0)
+		if !t.IsZero() {
+			b.WriteString(strconv.FormatInt(t.UnixNano(), 10))
+		}
+	}
+	for _, p := range parts {
+		b.WriteByte(0)
+		b.WriteString(p)
+	}
+	return b.String()
+}

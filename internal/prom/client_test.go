@@ -1,0 +1,617 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// recorded is what the fake Prometheus saw of one request.
+type recorded struct {
+	Method string
+	Path   string
+	Args   url.Values
+	Header http.Header
+}
+
+// fakeProm is an httptest Prometheus answering with a fixed body.
+type fakeProm struct {
+	t      *testing.T
+	srv    *httptest.Server
+	mu     sync.Mutex
+	reqs   []recorded
+	handle func(w http.ResponseWriter, r *http.Request)
+}
+
+const vectorBody = `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a"},"value":[1700000000,"0.5"]}]}}`
+
+func newFakeProm(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *fakeProm {
+	t.Helper()
+	f := &fakeProm{t: t, handle: handle}
+	if f.handle == nil {
+		f.handle = func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, vectorBody)
+		}
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("parsing form: %v", err)
+		}
+		f.mu.Lock()
+		f.reqs = append(f.reqs, recorded{Method: r.Method, Path: r.URL.Path, Args: r.Form, Header: r.Header.Clone()})
+		f.mu.Unlock()
+		f.handle(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeProm) requests() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.reqs...)
+}
+
+func newTestClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Transport: newTransport(nil)}
+		t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+func TestQueryMethodAndTimeoutParam(t *testing.T) {
+	long := `sum(rate(http_requests_total{pod=~"` + strings.Repeat("pod-with-a-long-name|", 300) + `x"}[5m]))`
+	tests := []struct {
+		name        string
+		verb        string
+		query       string
+		timeout     time.Duration
+		wantMethod  string
+		wantTimeout string
+	}{
+		{name: "GET by default", verb: "", query: "up", timeout: 10 * time.Second, wantMethod: http.MethodGet, wantTimeout: "10s"},
+		{name: "POST when asked", verb: "POST", query: "up", timeout: 90 * time.Second, wantMethod: http.MethodPost, wantTimeout: "90s"},
+		{name: "GET turns POST when too long", verb: "GET", query: long, timeout: 1500 * time.Millisecond, wantMethod: http.MethodPost, wantTimeout: "1s"},
+		{name: "sub-second timeout in ms", verb: "get", query: "up", timeout: 250 * time.Millisecond, wantMethod: http.MethodGet, wantTimeout: "250ms"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProm(t, nil)
+			c := newTestClient(t, Config{Address: f.srv.URL + "/prefix", Verb: tc.verb, Timeout: tc.timeout})
+			got, err := c.Query(context.Background(), tc.query, time.Time{})
+			if err != nil {
+				t.Fatalf("Query: %v", err)
+			}
+			want := model.Vector{{Metric: model.Metric{"pod": "a"}, Value: 0.5, Timestamp: model.TimeFromUnix(1700000000)}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			reqs := f.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("got %d requests, want 1", len(reqs))
+			}
+			r := reqs[0]
+			if r.Method != tc.wantMethod {
+				t.Errorf("method = %s, want %s", r.Method, tc.wantMethod)
+			}
+			if r.Path != "/prefix/api/v1/query" {
+				t.Errorf("path = %s", r.Path)
+			}
+			if got := r.Args.Get("timeout"); got != tc.wantTimeout {
+				t.Errorf("timeout= %q, want %q", got, tc.wantTimeout)
+			}
+			if got := r.Args.Get("query"); got != tc.query {
+				t.Errorf("query= %q, want the query", truncate(got, 50))
+			}
+			if r.Args.Has("time") {
+				t.Errorf("time= sent for a zero ts: %q", r.Args.Get("time"))
+			}
+		})
+	}
+}
+
+func TestQueryAtTimeAndScalar(t *testing.T) {
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"42"]}}`)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL})
+	ts := time.Unix(1700000000, 500_000_000)
+	got, err := c.Query(context.Background(), "scalar(x)", ts)
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	want := model.Vector{{Metric: model.Metric{}, Value: 42, Timestamp: model.TimeFromUnix(1700000000)}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	if got := f.requests()[0].Args.Get("time"); got != "1700000000.5" {
+		t.Errorf("time= %q, want 1700000000.5", got)
+	}
+}
+
+func TestSeriesAndLabels(t *testing.T) {
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/series":
+			io.WriteString(w, `{"status":"success","data":[{"__name__":"up","pod":"a"},{"__name__":"up","pod":"b"}]}`)
+		case "/api/v1/label/namespace/values":
+			io.WriteString(w, `{"status":"success","data":["default","kube-system"]}`)
+		case "/api/v1/labels":
+			io.WriteString(w, `{"status":"success","data":["__name__","namespace","pod"]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL})
+	ctx := context.Background()
+	start, end := time.Unix(1000, 0), time.Unix(2000, 0)
+
+	series, err := c.Series(ctx, []string{`{__name__=~"up|down"}`, `kube_pod_info`}, start, end)
+	if err != nil {
+		t.Fatalf("Series: %v", err)
+	}
+	if diff := cmp.Diff([]model.LabelSet{{"__name__": "up", "pod": "a"}, {"__name__": "up", "pod": "b"}}, series); diff != "" {
+		t.Errorf("series (-want +got):\n%s", diff)
+	}
+	values, err := c.LabelValues(ctx, "namespace", []string{"up"}, start, end)
+	if err != nil {
+		t.Fatalf("LabelValues: %v", err)
+	}
+	if diff := cmp.Diff([]string{"default", "kube-system"}, values); diff != "" {
+		t.Errorf("label values (-want +got):\n%s", diff)
+	}
+	names, err := c.LabelNames(ctx, nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatalf("LabelNames: %v", err)
+	}
+	if diff := cmp.Diff([]string{"__name__", "namespace", "pod"}, names); diff != "" {
+		t.Errorf("label names (-want +got):\n%s", diff)
+	}
+
+	reqs := f.requests()
+	if diff := cmp.Diff([]string{`{__name__=~"up|down"}`, "kube_pod_info"}, reqs[0].Args["match[]"]); diff != "" {
+		t.Errorf("series match[] (-want +got):\n%s", diff)
+	}
+	if reqs[0].Args.Get("start") != "1000" || reqs[0].Args.Get("end") != "2000" {
+		t.Errorf("series start/end = %q/%q", reqs[0].Args.Get("start"), reqs[0].Args.Get("end"))
+	}
+	if reqs[0].Args.Has("timeout") {
+		t.Errorf("timeout= sent to the series endpoint")
+	}
+	if reqs[0].Method != http.MethodGet {
+		t.Errorf("series method = %s, want GET", reqs[0].Method)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	const secret = "s3cr3t-token"
+	tests := []struct {
+		name        string
+		handle      func(w http.ResponseWriter, r *http.Request)
+		wantOutcome string
+		wantStatus  int
+		wantInMsg   string
+		badQuery    bool
+		unavailable bool
+	}{
+		{
+			name: "5xx with a proxy page",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusBadGateway)
+				io.WriteString(w, "<html>\n upstream connect error </html>")
+			},
+			wantOutcome: metrics.PromOutcomeServerError, wantStatus: 502, wantInMsg: "upstream connect error", unavailable: true,
+		},
+		{
+			name: "bad PromQL",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"parse error: unexpected end of input"}`)
+			},
+			wantOutcome: metrics.PromOutcomeBadQuery, wantStatus: 400, wantInMsg: "parse error", badQuery: true,
+		},
+		{
+			name: "execution error as 422",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				io.WriteString(w, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`)
+			},
+			wantOutcome: metrics.PromOutcomeBadQuery, wantStatus: 422, wantInMsg: "many-to-many", badQuery: true,
+		},
+		{
+			name: "truncated JSON",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, vectorBody[:len(vectorBody)/2])
+			},
+			wantOutcome: metrics.PromOutcomeBadResponse, wantStatus: 200, wantInMsg: "bad_response", unavailable: true,
+		},
+		{
+			name: "matrix for an instant query",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+			},
+			wantOutcome: metrics.PromOutcomeBadResponse, wantStatus: 200, wantInMsg: "unexpected result type matrix", unavailable: true,
+		},
+		{
+			name: "unauthorized",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusUnauthorized)
+			},
+			wantOutcome: metrics.PromOutcomeServerError, wantStatus: 401, wantInMsg: "401", unavailable: true,
+		},
+		{
+			name: "Prometheus evaluation timeout",
+			handle: func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
+			},
+			wantOutcome: metrics.PromOutcomeTimeout, wantStatus: 503, wantInMsg: "timed out", unavailable: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProm(t, tc.handle)
+			dir := t.TempDir()
+			tokenFile := filepath.Join(dir, "token")
+			writeFile(t, tokenFile, secret)
+			o := NewOptions()
+			o.URL = f.srv.URL
+			o.TokenFile = tokenFile
+			m := metrics.New()
+			c, err := o.NewClient(m)
+			if err != nil {
+				t.Fatalf("NewClient: %v", err)
+			}
+			_, err = c.Query(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T) is not a *prom.Error", err, err)
+			}
+			if pe.Outcome != tc.wantOutcome || pe.StatusCode != tc.wantStatus || pe.Endpoint != metrics.EndpointQuery {
+				t.Errorf("got endpoint %q outcome %q status %d, want query %q %d", pe.Endpoint, pe.Outcome, pe.StatusCode, tc.wantOutcome, tc.wantStatus)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.wantInMsg) || !strings.Contains(msg, `rate(x{pod=\"a\"}[1m])`) {
+				t.Errorf("message %q lacks %q or the query", msg, tc.wantInMsg)
+			}
+			if strings.Contains(msg, secret) {
+				t.Errorf("message %q leaks the token", msg)
+			}
+			if IsBadQuery(err) != tc.badQuery || IsUnavailable(err) != tc.unavailable {
+				t.Errorf("IsBadQuery=%v IsUnavailable=%v, want %v %v", IsBadQuery(err), IsUnavailable(err), tc.badQuery, tc.unavailable)
+			}
+			if n := testutil.CollectAndCount(m.PrometheusRequestDuration); n != 1 {
+				t.Errorf("%d latency series recorded, want 1", n)
+			}
+			if got := histogramCount(t, m, metrics.EndpointQuery, tc.wantOutcome); got != 1 {
+				t.Errorf("latency observations for outcome %q = %d, want 1", tc.wantOutcome, got)
+			}
+		})
+	}
+}
+
+func TestNetworkErrorHidesCredentialsInURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close() // nothing listens there any more
+	u, _ := url.Parse(addr)
+	u.User = url.UserPassword("admin", "hunter2")
+	c := newTestClient(t, Config{Address: u.String()})
+	_, err := c.Query(context.Background(), "up", time.Time{})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeNetwork {
+		t.Fatalf("got %v, want a network_error *prom.Error", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "query=") {
+		t.Errorf("message %q leaks the password or the raw URL", err)
+	}
+	if !IsUnavailable(err) {
+		t.Errorf("IsUnavailable = false for a refused connection")
+	}
+}
+
+func TestHangingServerFailsWithinTimeout(t *testing.T) {
+	release := make(chan struct{})
+	var sawCancel atomic.Bool
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			sawCancel.Store(true)
+		case <-release:
+		}
+	})
+	defer close(release)
+	m := metrics.New()
+	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: 200 * time.Millisecond, Metrics: m})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Query(context.Background(), "up", time.Time{})
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Query against a hanging server did not return; the timeout is not enforced")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeTimeout {
+		t.Errorf("error %v is not a timeout *prom.Error", err)
+	}
+	if got := f.requests()[0].Args.Get("timeout"); got != "200ms" {
+		t.Errorf("timeout= %q, want 200ms", got)
+	}
+	if got := histogramCount(t, m, metrics.EndpointQuery, metrics.PromOutcomeTimeout); got != 1 {
+		t.Errorf("timeout observations = %d, want 1", got)
+	}
+}
+
+func TestCallerDeadlineIsHonoured(t *testing.T) {
+	release := make(chan struct{})
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Series(ctx, []string{"up"}, time.Time{}, time.Time{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+}
+
+func TestCoalescing(t *testing.T) {
+	const n = 50
+	release := make(chan struct{})
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		<-release
+		io.WriteString(w, vectorBody)
+	})
+	m := metrics.New()
+	c := newTestClient(t, Config{Address: f.srv.URL, Metrics: m})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	results := make(chan model.Vector, n)
+	for range n {
+		wg.Go(func() {
+			v, err := c.Query(context.Background(), "sum(up)", time.Time{})
+			errs <- err
+			results <- v
+		})
+	}
+	// Release the single request once every other caller has joined it.
+	waitFor(t, func() bool {
+		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)) == n-1
+	})
+	close(release)
+	wg.Wait()
+	close(errs)
+	close(results)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Query: %v", err)
+		}
+	}
+	for v := range results {
+		if len(v) != 1 || v[0].Value != 0.5 {
+			t.Errorf("result %v, want the shared answer", v)
+		}
+	}
+	if got := served.Load(); got != 1 {
+		t.Errorf("Prometheus served %d requests for %d identical concurrent queries, want 1", got, n)
+	}
+
+	// Once the flight has landed, the next call sends a new request.
+	if _, err := c.Query(context.Background(), "sum(up)", time.Time{}); err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	if got := served.Load(); got != 2 {
+		t.Errorf("served %d requests after the flight, want 2", got)
+	}
+}
+
+func TestLastWaiterLeavingCancelsRequest(t *testing.T) {
+	canceled := make(chan struct{})
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		close(canceled)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Query(ctx, "up", time.Time{})
+		errc <- err
+	}()
+	waitFor(t, func() bool { return len(f.requests()) == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+	select {
+	case <-canceled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request to Prometheus was not cancelled when its only caller left")
+	}
+}
+
+func TestResultCache(t *testing.T) {
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, vectorBody)
+	})
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	m := metrics.New()
+	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: 2 * time.Second, Clock: clk, Metrics: m})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := served.Load(); got != 1 {
+		t.Errorf("served %d, want 1 within the TTL", got)
+	}
+	if got := testutil.ToFloat64(m.CacheHits.WithLabelValues(metrics.EndpointQuery)); got != 2 {
+		t.Errorf("cache hits = %v, want 2", got)
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := served.Load(); got != 2 {
+		t.Errorf("served %d, want 2 after the TTL", got)
+	}
+
+	// Off by default: every call asks Prometheus.
+	c2 := newTestClient(t, Config{Address: f.srv.URL, Clock: clk})
+	for range 2 {
+		if _, err := c2.Query(ctx, "up", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := served.Load(); got != 4 {
+		t.Errorf("served %d, want 4 without a cache", got)
+	}
+}
+
+func TestErrorsAreNotCached(t *testing.T) {
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, vectorBody)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: time.Hour})
+	if _, err := c.Query(context.Background(), "up", time.Time{}); err == nil {
+		t.Fatal("first query: want the 500 error")
+	}
+	if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+		t.Fatalf("second query: %v (an error was cached?)", err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	hc := &http.Client{}
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{name: "no http client", cfg: Config{Address: "http://p:9090"}},
+		{name: "not a URL", cfg: Config{Address: "::", HTTPClient: hc}},
+		{name: "no host", cfg: Config{Address: "http://", HTTPClient: hc}},
+		{name: "bad verb", cfg: Config{Address: "http://p:9090", HTTPClient: hc, Verb: "PUT"}},
+		{name: "negative timeout", cfg: Config{Address: "http://p:9090", HTTPClient: hc, Timeout: -time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); err == nil {
+				t.Error("New accepted a bad config")
+			}
+		})
+	}
+}
+
+func TestWithTimeout(t *testing.T) {
+	f := newFakeProm(t, nil)
+	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: 5 * time.Second})
+	long := c.WithTimeout(2 * time.Minute)
+	if c.Timeout() != 5*time.Second || long.Timeout() != 2*time.Minute {
+		t.Fatalf("timeouts %v/%v", c.Timeout(), long.Timeout())
+	}
+	if _, err := long.Query(context.Background(), "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests()[0].Args.Get("timeout"); got != "120s" {
+		t.Errorf("timeout= %q, want 120s", got)
+	}
+}
+
+func histogramCount(t *testing.T, m *metrics.Metrics, endpoint, outcome string) uint64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "promscaler_prometheus_request_duration_seconds" {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range mm.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["endpoint"] == endpoint && labels["outcome"] == outcome {
+				return mm.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0
+}
+
+// waitFor polls cond until it holds; a test that never gets there fails
+// after a generous bound rather than hanging.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,335 @@
+package prom
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+// Options are the command-line options of the Prometheus client. Flag names
+// and meanings are prometheus-adapter's, so a deployment keeps its args;
+// basic auth, the timeout and the cache are promscaler additions.
+type Options struct {
+	// URL is the base URL of the Prometheus HTTP API.
+	URL string
+	// AuthInCluster authenticates with the pod's service account (token and
+	// cluster CA), as for the Kubernetes API.
+	AuthInCluster bool
+	// AuthConfig is a kubeconfig file whose current context's credentials
+	// (and CA) are used; its server address is ignored.
+	AuthConfig string
+	// CAFile verifies Prometheus' serving certificate.
+	CAFile string
+	// ClientCertFile and ClientKeyFile are a TLS client certificate.
+	ClientCertFile string
+	ClientKeyFile  string
+	// TokenFile holds a bearer token, re-read when it changes.
+	TokenFile string
+	// Headers are "name=value" headers set on every request; repeatable.
+	Headers []string
+	// BasicAuthUsername and BasicAuthPasswordFile configure basic auth; the
+	// password file is re-read when it changes.
+	BasicAuthUsername     string
+	BasicAuthPasswordFile string
+	// Verb is GET or POST.
+	Verb string
+	// Timeout bounds each call to Prometheus and is sent as timeout=.
+	Timeout time.Duration
+	// CacheTTL enables a short-lived result cache when positive.
+	CacheTTL time.Duration
+
+	// clock drives the re-reading of credential files; tests replace it.
+	clock clock.PassiveClock
+	// inClusterConfig returns the in-cluster config; tests replace it.
+	inClusterConfig func() (*rest.Config, error)
+}
+
+// NewOptions returns the options with prometheus-adapter's defaults.
+func NewOptions() *Options {
+	return &Options{
+		URL:     "https://localhost",
+		Verb:    http.MethodGet,
+		Timeout: DefaultTimeout,
+	}
+}
+
+// AddFlags registers the options' flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.URL, "prometheus-url", o.URL, "URL of the Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics), without /api/v1.")
+	fs.BoolVar(&o.AuthInCluster, "prometheus-auth-incluster", o.AuthInCluster, "Authenticate to Prometheus with the pod's service account token and the cluster CA.")
+	fs.StringVar(&o.AuthConfig, "prometheus-auth-config", o.AuthConfig, "kubeconfig file whose credentials are used to connect to Prometheus (its server address is ignored).")
+	fs.StringVar(&o.CAFile, "prometheus-ca-file", o.CAFile, "CA bundle verifying Prometheus' serving certificate.")
+	fs.StringVar(&o.ClientCertFile, "prometheus-client-tls-cert-file", o.ClientCertFile, "TLS client certificate presented to Prometheus (with --prometheus-client-tls-key-file).")
+	fs.StringVar(&o.ClientKeyFile, "prometheus-client-tls-key-file", o.ClientKeyFile, "Key of the TLS client certificate presented to Prometheus.")
+	fs.StringVar(&o.TokenFile, "prometheus-token-file", o.TokenFile, "File holding a bearer token for Prometheus; re-read when it changes (rotated secrets).")
+	fs.StringArrayVar(&o.Headers, "prometheus-header", o.Headers, "Header name=value set on every request to Prometheus, e.g. X-Scope-OrgID=tenant. Repeatable.")
+	fs.StringVar(&o.BasicAuthUsername, "prometheus-basic-auth-username", o.BasicAuthUsername, "Basic auth user name for Prometheus (with --prometheus-basic-auth-password-file).")
+	fs.StringVar(&o.BasicAuthPasswordFile, "prometheus-basic-auth-password-file", o.BasicAuthPasswordFile, "File holding the basic auth password for Prometheus; re-read when it changes.")
+	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
+	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
+	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
+}
+
+// Validate checks every option and returns all the problems found, each
+// naming its flag.
+func (o *Options) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if u, err := url.Parse(o.URL); err != nil {
+		add("--prometheus-url: %v", redactURLError(err))
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("--prometheus-url %q: must be an http:// or https:// URL with a host", u.Redacted())
+	}
+	if v := strings.ToUpper(o.Verb); v != http.MethodGet && v != http.MethodPost {
+		add("--prometheus-verb %q: must be GET or POST", o.Verb)
+	}
+	if o.Timeout <= 0 {
+		add("--prometheus-timeout %v: must be positive", o.Timeout)
+	}
+	if o.CacheTTL < 0 {
+		add("--prometheus-cache-ttl %v: must not be negative", o.CacheTTL)
+	}
+	if o.AuthInCluster && o.AuthConfig != "" {
+		add("--prometheus-auth-incluster and --prometheus-auth-config: choose one source of credentials")
+	}
+	if o.AuthConfig != "" {
+		if _, err := os.Stat(o.AuthConfig); err != nil {
+			add("--prometheus-auth-config: %v", err)
+		}
+	}
+	if o.CAFile != "" {
+		if _, err := loadCAPool(o.CAFile); err != nil {
+			add("--prometheus-ca-file: %v", err)
+		}
+	}
+	switch {
+	case o.ClientCertFile != "" && o.ClientKeyFile == "":
+		add("--prometheus-client-tls-cert-file needs --prometheus-client-tls-key-file")
+	case o.ClientCertFile == "" && o.ClientKeyFile != "":
+		add("--prometheus-client-tls-key-file needs --prometheus-client-tls-cert-file")
+	case o.ClientCertFile != "":
+		if _, err := tls.LoadX509KeyPair(o.ClientCertFile, o.ClientKeyFile); err != nil {
+			add("--prometheus-client-tls-cert-file/--prometheus-client-tls-key-file: %v", err)
+		}
+	}
+	if o.TokenFile != "" {
+		if err := checkSecretFile(o.TokenFile); err != nil {
+			add("--prometheus-token-file: %v", err)
+		}
+	}
+	switch {
+	case o.BasicAuthUsername != "" && o.BasicAuthPasswordFile == "":
+		add("--prometheus-basic-auth-username needs --prometheus-basic-auth-password-file")
+	case o.BasicAuthUsername == "" && o.BasicAuthPasswordFile != "":
+		add("--prometheus-basic-auth-password-file needs --prometheus-basic-auth-username")
+	case o.BasicAuthPasswordFile != "":
+		if err := checkSecretFile(o.BasicAuthPasswordFile); err != nil {
+			add("--prometheus-basic-auth-password-file: %v", err)
+		}
+		if o.TokenFile != "" {
+			add("--prometheus-token-file and --prometheus-basic-auth-*: choose one authorization")
+		}
+	}
+	if strings.Contains(o.BasicAuthUsername, ":") {
+		add("--prometheus-basic-auth-username: must not contain ':'")
+	}
+	for i, h := range o.Headers {
+		if _, _, err := parseHeader(h); err != nil {
+			add("--prometheus-header[%d]: %v", i, err)
+		}
+	}
+	return errs
+}
+
+// NewClient builds the HTTP client and the Prometheus client from validated
+// options. m receives the request metrics.
+func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
+	hc, err := o.HTTPClient()
+	if err != nil {
+		return nil, err
+	}
+	return New(Config{
+		Address:    o.URL,
+		HTTPClient: hc,
+		Verb:       strings.ToUpper(o.Verb),
+		Timeout:    o.Timeout,
+		CacheTTL:   o.CacheTTL,
+		Metrics:    m,
+	})
+}
+
+// HTTPClient builds the *http.Client that carries TLS and credentials to
+// Prometheus. It never shares or modifies http.DefaultClient or
+// http.DefaultTransport.
+func (o *Options) HTTPClient() (*http.Client, error) {
+	clk := o.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	var rt http.RoundTripper
+	if o.AuthInCluster || o.AuthConfig != "" {
+		cfg, err := o.kubeAuthConfig()
+		if err != nil {
+			return nil, err
+		}
+		if rt, err = rest.TransportFor(cfg); err != nil {
+			return nil, fmt.Errorf("building the Prometheus transport from Kubernetes credentials: %w", err)
+		}
+	} else {
+		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.CAFile != "" {
+			pool, err := loadCAPool(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
+			}
+			tlsCfg.RootCAs = pool
+		}
+		if o.ClientCertFile != "" {
+			cert, err := tls.LoadX509KeyPair(o.ClientCertFile, o.ClientKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--prometheus-client-tls-cert-file: %w", err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{cert}
+		}
+		rt = newTransport(tlsCfg)
+	}
+
+	if o.TokenFile != "" {
+		rt = &bearerFileRoundTripper{token: newFileSecret(o.TokenFile, clk), next: rt}
+	}
+	if o.BasicAuthPasswordFile != "" {
+		rt = &basicAuthRoundTripper{user: o.BasicAuthUsername, password: newFileSecret(o.BasicAuthPasswordFile, clk), next: rt}
+	}
+	if len(o.Headers) > 0 {
+		h := make(http.Header, len(o.Headers))
+		for i, raw := range o.Headers {
+			k, v, err := parseHeader(raw)
+			if err != nil {
+				return nil, fmt.Errorf("--prometheus-header[%d]: %w", i, err)
+			}
+			h.Add(k, v)
+		}
+		rt = &headerRoundTripper{headers: h, next: rt}
+	}
+	return &http.Client{Transport: rt}, nil
+}
+
+// kubeAuthConfig loads the Kubernetes-style credentials and applies the
+// explicit CA and client certificate flags over them.
+func (o *Options) kubeAuthConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.AuthConfig != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.AuthConfig}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--prometheus-auth-config: loading %s: %w", o.AuthConfig, err)
+		}
+	} else {
+		inCluster := o.inClusterConfig
+		if inCluster == nil {
+			inCluster = rest.InClusterConfig
+		}
+		if cfg, err = inCluster(); err != nil {
+			return nil, fmt.Errorf("--prometheus-auth-incluster: %w", err)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	if o.CAFile != "" {
+		cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = o.CAFile, nil
+	}
+	if o.ClientCertFile != "" {
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.CertData = o.ClientCertFile, nil
+		cfg.TLSClientConfig.KeyFile, cfg.TLSClientConfig.KeyData = o.ClientKeyFile, nil
+	}
+	return cfg, nil
+}
+
+// newTransport returns a fresh transport tuned for many concurrent requests
+// to one host (the Prometheus server): the standard library keeps only two
+// idle connections per host, which churns connections under load.
+func newTransport(tlsCfg *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		TLSClientConfig:       tlsCfg,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+	}
+}
+
+func loadCAPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("no PEM certificate found in %s", path)
+	}
+	return pool, nil
+}
+
+func checkSecretFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(data)) == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
+	return nil
+}
+
+// parseHeader splits "name=value". The name must be a valid HTTP field name
+// and the value must not contain line breaks.
+func parseHeader(raw string) (string, string, error) {
+	name, value, ok := strings.Cut(raw, "=")
+	if !ok {
+		return "", "", errors.New("want name=value")
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", "", errors.New("empty header name")
+	}
+	for _, r := range name {
+		if !isTokenChar(r) {
+			return "", "", fmt.Errorf("header name %q has invalid character %q", name, r)
+		}
+	}
+	if strings.ContainsAny(value, "\r\n\x00") {
+		return "", "", fmt.Errorf("value of header %q contains a line break or NUL", name)
+	}
+	return http.CanonicalHeaderKey(name), value, nil
+}
+
+// isTokenChar reports whether r may appear in an HTTP field name (RFC 9110 token).
+func isTokenChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+}

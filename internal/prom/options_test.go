@@ -1,0 +1,266 @@
+package prom
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+func TestFlagsParseAndDefaults(t *testing.T) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{
+		"--prometheus-url=http://thanos-query:9090/",
+		"--prometheus-header=X-Scope-OrgID=tenant-a",
+		"--prometheus-header=X-Extra=a,b=c",
+		"--prometheus-verb=POST",
+		"--prometheus-timeout=3s",
+	})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if diff := cmp.Diff([]string{"X-Scope-OrgID=tenant-a", "X-Extra=a,b=c"}, o.Headers); diff != "" {
+		t.Errorf("headers (-want +got):\n%s", diff)
+	}
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Errorf("Validate: %v", errs)
+	}
+	if d := NewOptions(); d.URL != "https://localhost" || d.Verb != http.MethodGet || d.Timeout != DefaultTimeout || d.CacheTTL != 0 {
+		t.Errorf("defaults = %+v", d)
+	}
+}
+
+func TestValidateReportsEveryBadFlag(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	writeFile(t, empty, "  \n")
+	notPEM := filepath.Join(dir, "ca.pem")
+	writeFile(t, notPEM, "not a certificate")
+	missing := filepath.Join(dir, "missing")
+
+	tests := []struct {
+		name   string
+		modify func(o *Options)
+		want   []string // one substring per expected error, in order
+	}{
+		{name: "defaults are valid", modify: func(o *Options) {}},
+		{
+			name: "everything wrong at once",
+			modify: func(o *Options) {
+				o.URL = "ftp://prom"
+				o.Verb = "PUT"
+				o.Timeout = 0
+				o.CacheTTL = -time.Second
+				o.AuthInCluster = true
+				o.AuthConfig = missing
+				o.CAFile = notPEM
+				o.ClientCertFile = missing
+				o.TokenFile = empty
+				o.BasicAuthUsername = "a:b"
+				o.Headers = []string{"X-Ok=1", "novalue", "Bad Name=1", "X-Crlf=a\r\nInjected: 1"}
+			},
+			want: []string{
+				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
+				"--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
+				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",
+				"--prometheus-basic-auth-username needs", "--prometheus-basic-auth-username: must not contain",
+				"--prometheus-header[1]", "--prometheus-header[2]", "--prometheus-header[3]",
+			},
+		},
+		{
+			name: "URL without host",
+			modify: func(o *Options) { o.URL = "http:///api" },
+			want: []string{"--prometheus-url"},
+		},
+		{
+			name: "key without cert, password without user",
+			modify: func(o *Options) {
+				o.ClientKeyFile = missing
+				o.BasicAuthPasswordFile = missing
+			},
+			want: []string{"--prometheus-client-tls-key-file needs", "--prometheus-basic-auth-password-file needs"},
+		},
+		{
+			name: "token and basic auth together",
+			modify: func(o *Options) {
+				tok := filepath.Join(dir, "tok")
+				writeFile(t, tok, "t")
+				o.TokenFile = tok
+				o.BasicAuthUsername = "u"
+				o.BasicAuthPasswordFile = tok
+			},
+			want: []string{"choose one authorization"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.modify(o)
+			errs := o.Validate()
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("error %d = %q, want it to mention %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestAuthHeaders(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	writeFile(t, tok, "tok-1\n")
+	pw := filepath.Join(dir, "password")
+	writeFile(t, pw, "pw-1")
+
+	tests := []struct {
+		name   string
+		modify func(o *Options)
+		want   map[string]string
+	}{
+		{
+			name:   "bearer token and tenant header",
+			modify: func(o *Options) { o.TokenFile = tok; o.Headers = []string{"X-Scope-OrgID=tenant-a"} },
+			want:   map[string]string{"Authorization": "Bearer tok-1", "X-Scope-Orgid": "tenant-a"},
+		},
+		{
+			name:   "basic auth from a file",
+			modify: func(o *Options) { o.BasicAuthUsername = "admin"; o.BasicAuthPasswordFile = pw },
+			want:   map[string]string{"Authorization": "Basic YWRtaW46cHctMQ=="},
+		},
+		{
+			name:   "explicit Authorization header wins over the token file",
+			modify: func(o *Options) { o.TokenFile = tok; o.Headers = []string{"authorization=Bearer explicit"} },
+			want:   map[string]string{"Authorization": "Bearer explicit"},
+		},
+		{
+			name: "in-cluster service account token",
+			modify: func(o *Options) {
+				o.AuthInCluster = true
+				o.inClusterConfig = func() (*rest.Config, error) {
+					return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
+				}
+			},
+			want: map[string]string{"Authorization": "Bearer sa-token"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProm(t, nil)
+			o := NewOptions()
+			o.URL = f.srv.URL
+			tc.modify(o)
+			if errs := o.Validate(); len(errs) != 0 {
+				t.Fatalf("Validate: %v", errs)
+			}
+			c, err := o.NewClient(metrics.New())
+			if err != nil {
+				t.Fatalf("NewClient: %v", err)
+			}
+			if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+				t.Fatalf("Query: %v", err)
+			}
+			h := f.requests()[0].Header
+			for k, v := range tc.want {
+				if got := h.Get(k); got != v {
+					t.Errorf("header %s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+func TestTokenRotation(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	writeFile(t, tok, "old")
+	reject := ""
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == reject {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(vectorBody))
+	})
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	o := NewOptions()
+	o.URL = f.srv.URL
+	o.TokenFile = tok
+	o.clock = clk
+	c, err := o.NewClient(metrics.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lastAuth := func() string {
+		reqs := f.requests()
+		return reqs[len(reqs)-1].Header.Get("Authorization")
+	}
+
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastAuth(); got != "Bearer old" {
+		t.Fatalf("first request sent %q", got)
+	}
+
+	// Rotated: used once the refresh interval has passed.
+	writeFile(t, tok, "new")
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastAuth(); got != "Bearer old" {
+		t.Errorf("within the refresh interval sent %q, want the cached token", got)
+	}
+	clk.SetTime(clk.Now().Add(secretRefreshInterval))
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastAuth(); got != "Bearer new" {
+		t.Errorf("after the refresh interval sent %q, want the rotated token", got)
+	}
+
+	// A 401 makes the next request re-read the file without waiting.
+	writeFile(t, tok, "newer")
+	reject = "Bearer new"
+	if _, err := c.Query(ctx, "up", time.Time{}); err == nil {
+		t.Fatal("want the 401 error")
+	}
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatalf("after a 401 the token file was not re-read: %v", err)
+	}
+	if got := lastAuth(); got != "Bearer newer" {
+		t.Errorf("after a 401 sent %q, want the newer token", got)
+	}
+
+	// The file disappearing mid-rotation keeps the last good token.
+	if err := os.Remove(tok); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(secretRefreshInterval))
+	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		t.Fatalf("with the token file missing: %v", err)
+	}
+	if got := lastAuth(); got != "Bearer newer" {
+		t.Errorf("with the token file missing sent %q, want the last good token", got)
+	}
+}

@@ -1,0 +1,138 @@
+package prom
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+)
+
+// requestStateKey carries a *requestState from Client.send to verbClient.Do.
+type requestStateKey struct{}
+
+// requestState is the per-call plumbing between the Client and the
+// api.Client below client_golang's v1 API: the timeout to send, and the HTTP
+// status of the last answer, which v1's errors do not carry.
+type requestState struct {
+	timeout time.Duration
+	status  int
+}
+
+// verbClient is the api.Client under v1.API. client_golang sends query,
+// series and label-name calls as a form POST (falling back to GET on 405);
+// verbClient turns them into what the configuration asks: GET when the verb
+// is GET and the URL stays under MaxGETURLLength, POST otherwise. It also
+// adds timeout= (in a format every Prometheus-compatible server parses) and
+// records the answer's status code.
+type verbClient struct {
+	inner api.Client
+	verb  string
+}
+
+var _ api.Client = (*verbClient)(nil)
+
+// URL implements api.Client.
+func (v *verbClient) URL(ep string, args map[string]string) *url.URL {
+	return v.inner.URL(ep, args)
+}
+
+// Do implements api.Client.
+func (v *verbClient) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	st, _ := ctx.Value(requestStateKey{}).(*requestState)
+	req, err := v.rewrite(req, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, body, err := v.inner.Do(ctx, req)
+	if st != nil && resp != nil {
+		st.status = resp.StatusCode
+	}
+	return resp, body, err
+}
+
+// rewrite picks the method and adds the timeout parameter.
+func (v *verbClient) rewrite(req *http.Request, st *requestState) (*http.Request, error) {
+	isForm := req.Method == http.MethodPost &&
+		strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
+	if req.Method != http.MethodGet && !isForm {
+		return req, nil
+	}
+	var args url.Values
+	if isForm {
+		if req.GetBody == nil {
+			return req, nil
+		}
+		rc, err := req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("reading request arguments: %w", err)
+		}
+		raw, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading request arguments: %w", err)
+		}
+		if args, err = url.ParseQuery(string(raw)); err != nil {
+			return nil, fmt.Errorf("parsing request arguments: %w", err)
+		}
+	} else {
+		var err error
+		if args, err = url.ParseQuery(req.URL.RawQuery); err != nil {
+			return nil, fmt.Errorf("parsing request arguments: %w", err)
+		}
+	}
+	if st != nil && st.timeout > 0 {
+		args.Set("timeout", formatTimeout(st.timeout))
+	}
+	encoded := args.Encode()
+
+	u := *req.URL
+	u.RawQuery = ""
+	method := req.Method
+	if isForm {
+		// client_golang chose POST for an endpoint that accepts both; honour
+		// the configured verb unless the URL would be too long for GET.
+		method = v.verb
+		if method == http.MethodGet && len(u.String())+1+len(encoded) > MaxGETURLLength {
+			method = http.MethodPost
+		}
+	}
+	var out *http.Request
+	var err error
+	if method == http.MethodGet {
+		u.RawQuery = encoded
+		out, err = http.NewRequestWithContext(req.Context(), http.MethodGet, u.String(), nil)
+	} else {
+		out, err = http.NewRequestWithContext(req.Context(), http.MethodPost, u.String(), strings.NewReader(encoded))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range req.Header {
+		if method == http.MethodGet && k == "Content-Type" {
+			continue
+		}
+		out.Header[k] = vs
+	}
+	return out, nil
+}
+
+// formatTimeout renders d for the timeout= parameter as whole seconds or,
+// below a second, whole milliseconds ("10s", "250ms"). Go's "1.5s" or
+// "1m30s" forms are not accepted by every server; this one is. The value is
+// rounded down so that Prometheus gives up (with a clear error) just before
+// the client does.
+func formatTimeout(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	ms := d / time.Millisecond
+	if ms < 1 {
+		ms = 1
+	}
+	return fmt.Sprintf("%dms", ms)
+}
