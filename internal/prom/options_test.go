@@ -80,9 +80,9 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			},
 		},
 		{
-			name: "URL without host",
+			name:   "URL without host",
 			modify: func(o *Options) { o.URL = "http:///api" },
-			want: []string{"--prometheus-url"},
+			want:   []string{"--prometheus-url"},
 		},
 		{
 			name: "key without cert, password without user",
