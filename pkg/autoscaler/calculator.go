@@ -56,6 +56,9 @@ type grouping struct {
 
 func (e *calcEnv) group(samples map[string]PodMetric, cpu bool, wantIdx bool) grouping {
 	var g grouping
+	if wantIdx {
+		g.readyIdx = make([]int, 0, len(e.pods))
+	}
 	var foundCount int
 	var foundSum int64
 	for i, pod := range e.pods {

@@ -94,8 +94,7 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 		state = &State{}
 	}
 	now := a.clock.Now()
-	hpa := in.HPA.DeepCopy()
-	ApplyDefaults(hpa)
+	hpa := workingCopy(in.HPA)
 	current := in.SpecReplicas
 	reference := fmt.Sprintf("%s/%s/%s", hpa.Spec.ScaleTargetRef.Kind, hpa.Namespace, hpa.Spec.ScaleTargetRef.Name)
 	d := Decision{CurrentReplicas: current, MetricReplicas: -1}
@@ -194,6 +193,20 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 	a.setStatus(hpa, current, current, metricStatuses, false, now)
 	d.Status = hpa.Status
 	return d
+}
+
+// workingCopy returns a copy of hpa that Decide may modify: the status and
+// behavior are copied deeply, the rest (read-only here) is shared; then the
+// API server defaults are applied to it.
+func workingCopy(in *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscaler {
+	hpa := *in
+	in.Status.DeepCopyInto(&hpa.Status)
+	if in.Spec.Behavior != nil {
+		b := *in.Spec.Behavior
+		hpa.Spec.Behavior = &b
+	}
+	ApplyDefaults(&hpa)
+	return &hpa
 }
 
 // FinishRescale completes a decision with Rescale set, once the caller has
