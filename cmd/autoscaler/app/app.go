@@ -3,11 +3,21 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"os"
 )
 
 // Main runs the autoscaler command line and returns the process exit code.
+//
+//	autoscaler simulate -f SCENARIO [-o json|table]   replay a scenario through the decision core
 func Main(args []string) int {
-	fmt.Fprintln(os.Stderr, "autoscaler: not implemented yet")
+	return run(args, os.Stdout, os.Stderr)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "simulate" {
+		return runSimulate(args[1:], stdout, stderr)
+	}
+	fmt.Fprintln(stderr, "autoscaler: not implemented yet")
 	return 2
 }

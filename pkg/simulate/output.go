@@ -1,0 +1,243 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/promscaler/promscaler/pkg/autoscaler"
+)
+
+// Result is a whole replay. Its JSON form is the stable output of
+// `autoscaler simulate -o json`, documented in docs/simulate.md.
+type Result struct {
+	// HPA is "namespace/name".
+	HPA string `json:"hpa"`
+	// Start is the wall-clock time of offset 0.
+	Start time.Time `json:"start"`
+	// Steps has one entry per scenario step, in order.
+	Steps []StepResult `json:"steps"`
+}
+
+// StepResult is one reconcile.
+type StepResult struct {
+	// Step is the step's index; At its offset; Time the wall-clock time.
+	Step int       `json:"step"`
+	At   string    `json:"at"`
+	Time time.Time `json:"time"`
+	// CurrentReplicas is the target's spec.replicas the reconcile saw;
+	// StatusReplicas its status.replicas.
+	CurrentReplicas int32 `json:"currentReplicas"`
+	StatusReplicas  int32 `json:"statusReplicas"`
+	// Pods counts the pods the selector matched, and how many were ready.
+	Pods PodCount `json:"pods"`
+	// Metrics has one entry per metric spec (absent when the metrics were
+	// not evaluated: current count out of range, or scaling disabled).
+	Metrics []MetricResult `json:"metrics,omitempty"`
+	// ProposedReplicas is the count the metrics asked for, before
+	// normalization (the largest valid proposal); absent when none.
+	ProposedReplicas *int32 `json:"proposedReplicas,omitempty"`
+	// DesiredReplicas is status.desiredReplicas after the reconcile: the
+	// normalized count (stabilization, rate policies, min/max).
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// Rescaled reports whether /scale was updated; Replicas is the
+	// target's spec.replicas after the step.
+	Rescaled bool  `json:"rescaled"`
+	Replicas int32 `json:"replicas"`
+	// Reason is the rescale reason, as in the SuccessfulRescale event.
+	Reason string `json:"reason,omitempty"`
+	// Conditions are the HPA's status conditions after the step.
+	Conditions []Condition `json:"conditions"`
+	// Events are the events the controller would record.
+	Events []Event `json:"events,omitempty"`
+	// Error is the reconcile error, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// PodCount counts pods.
+type PodCount struct {
+	Total int `json:"total"`
+	Ready int `json:"ready"`
+}
+
+// MetricResult is one metric's evaluation.
+type MetricResult struct {
+	// Index is the position in spec.metrics; Key the scenario's name for
+	// it; Type the source type.
+	Index int    `json:"index"`
+	Key   string `json:"key"`
+	Type  string `json:"type"`
+	// Name is upstream's description, used in reasons.
+	Name string `json:"name,omitempty"`
+	// ProposedReplicas is this metric's replica count; absent on error.
+	ProposedReplicas *int32 `json:"proposedReplicas,omitempty"`
+	// Current is the metric's current value as status.currentMetrics shows
+	// it (averageUtilization, averageValue or value).
+	Current *autoscalingv2.MetricValueStatus `json:"current,omitempty"`
+	// UsageRatio is current/target; AdjustedUsageRatio the ratio after
+	// missing and unready pods were filled in, when they were. Absent when
+	// not a finite number (a per-pod target at zero replicas).
+	UsageRatio         *float64 `json:"usageRatio,omitempty"`
+	AdjustedUsageRatio *float64 `json:"adjustedUsageRatio,omitempty"`
+	// Pods is how pods were grouped (per-pod metrics).
+	Pods *autoscaler.PodGroups `json:"pods,omitempty"`
+	// Error is why the metric gave no proposal.
+	Error string `json:"error,omitempty"`
+}
+
+// Condition is an HPA condition.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason"`
+	Message            string    `json:"message"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Event is an event the controller would record.
+type Event struct {
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32, pods []*v1.Pod, specs []autoscalingv2.MetricSpec, d autoscaler.Decision, replicasAfter int32) StepResult {
+	r := StepResult{
+		Step: i, At: at.String(), Time: now,
+		CurrentReplicas: current, StatusReplicas: statusReplicas,
+		DesiredReplicas: d.Status.DesiredReplicas,
+		Rescaled:        d.Rescale && replicasAfter == d.DesiredReplicas && replicasAfter != current,
+		Replicas:        replicasAfter,
+		Reason:          d.Reason,
+		Conditions:      []Condition{},
+	}
+	for _, p := range pods {
+		r.Pods.Total++
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue && p.Status.Phase == v1.PodRunning {
+				r.Pods.Ready++
+			}
+		}
+	}
+	if d.MetricsComputed && d.MetricReplicas >= 0 {
+		r.ProposedReplicas = ptr(d.MetricReplicas)
+	}
+	for j, m := range d.Metrics {
+		mr := MetricResult{Index: j, Key: metricKey(specs[j]), Type: string(specs[j].Type), Name: m.Name, Pods: m.Pods}
+		if m.Err != nil {
+			mr.Error = m.Err.Error()
+		} else {
+			mr.ProposedReplicas = ptr(m.Replicas)
+			mr.Current = currentValue(m.Status)
+			mr.UsageRatio = ratio(m.UsageRatio)
+			if m.AdjustedUsageRatio != 0 {
+				mr.AdjustedUsageRatio = ratio(m.AdjustedUsageRatio)
+			}
+		}
+		r.Metrics = append(r.Metrics, mr)
+	}
+	for _, c := range d.Status.Conditions {
+		r.Conditions = append(r.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime.UTC()})
+	}
+	for _, e := range d.Events {
+		r.Events = append(r.Events, Event(e))
+	}
+	if d.Err != nil {
+		r.Error = d.Err.Error()
+	}
+	return r
+}
+
+func currentValue(s autoscalingv2.MetricStatus) *autoscalingv2.MetricValueStatus {
+	switch {
+	case s.Resource != nil:
+		return &s.Resource.Current
+	case s.ContainerResource != nil:
+		return &s.ContainerResource.Current
+	case s.Pods != nil:
+		return &s.Pods.Current
+	case s.Object != nil:
+		return &s.Object.Current
+	case s.External != nil:
+		return &s.External.Current
+	}
+	return nil
+}
+
+// WriteJSON writes the result as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("writing result: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes one line per step: replicas, each metric's current
+// value and proposal, the counts before and after normalization, the
+// reason and the conditions.
+func (r *Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tAT\tREPLICAS\tPODS(READY)\tMETRICS\tPROPOSED\tDESIRED\tREASON\tCONDITIONS")
+	for _, s := range r.Steps {
+		var metrics []string
+		for _, m := range s.Metrics {
+			metrics = append(metrics, metricCell(m))
+		}
+		if len(metrics) == 0 {
+			metrics = []string{"-"}
+		}
+		proposed := "-"
+		if s.ProposedReplicas != nil {
+			proposed = fmt.Sprint(*s.ProposedReplicas)
+		}
+		desired := fmt.Sprint(s.DesiredReplicas)
+		if s.Rescaled {
+			desired += " (scaled)"
+		}
+		var conds []string
+		for _, c := range s.Conditions {
+			conds = append(conds, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+		}
+		reason := s.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d(%d)\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.At, s.CurrentReplicas, s.Pods.Total, s.Pods.Ready,
+			strings.Join(metrics, "; "), proposed, desired, reason, strings.Join(conds, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing result: %w", err)
+	}
+	return nil
+}
+
+func metricCell(m MetricResult) string {
+	if m.Error != "" {
+		return m.Key + ": error"
+	}
+	cur := "?"
+	if c := m.Current; c != nil {
+		switch {
+		case c.AverageUtilization != nil:
+			cur = fmt.Sprintf("%d%%", *c.AverageUtilization)
+		case c.AverageValue != nil:
+			cur = c.AverageValue.String() + "/pod"
+		case c.Value != nil:
+			cur = c.Value.String()
+		}
+	}
+	cell := fmt.Sprintf("%s=%s->%d", m.Key, cur, *m.ProposedReplicas)
+	if p := m.Pods; p != nil && (len(p.Unready)+len(p.Missing)+len(p.Ignored)) > 0 {
+		cell += fmt.Sprintf(" [unready:%d missing:%d ignored:%d]", len(p.Unready), len(p.Missing), len(p.Ignored))
+	}
+	return cell
+}
