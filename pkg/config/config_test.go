@@ -253,7 +253,7 @@ func TestValidateInCode(t *testing.T) {
 	}
 	want := []string{
 		`rules[0].name.matches: invalid regular expression "(": missing closing ): ` + "`(`" + ` (hint: the syntax is Go's RE2 (no look-around or back-references))`,
-		`externalQueries[0].defaultValue: defaultValue "x" is not a Kubernetes quantity (hint: e.g. "0", "1.5", "100m", "2Ki")`,
+		`externalQueries[0].defaultValue: defaultValue "x" is not a Kubernetes quantity: expected a number with an optional suffix (hint: e.g. "0", "1.5", "100m", "2Ki")`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Validate() (-want +got):\n%s", diff)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -319,9 +320,38 @@ func (ch *checker) quantity(path string, v *string) {
 	if v == nil {
 		return
 	}
-	if _, err := resource.ParseQuantity(*v); err != nil {
-		ch.errorf(path, `e.g. "0", "1.5", "100m", "2Ki"`, "defaultValue %q is not a Kubernetes quantity", truncate(*v, 40))
+	if err := checkQuantity(*v); err != nil {
+		ch.errorf(path, `e.g. "0", "1.5", "100m", "2Ki"`, "defaultValue %q is not a Kubernetes quantity: %v", truncate(*v, 40), err)
 	}
+}
+
+// Bounds on a defaultValue checked before resource.ParseQuantity, whose
+// time grows with the decimal exponent (a few characters such as
+// "1e-99999999" keep it busy for minutes).
+const (
+	maxQuantityLen      = 64
+	maxQuantityExponent = 64
+)
+
+var quantityExpRE = regexp.MustCompile(`[eE]([+-]?[0-9]+)$`)
+
+func checkQuantity(s string) error {
+	if len(s) > maxQuantityLen {
+		return fmt.Errorf("longer than %d characters", maxQuantityLen)
+	}
+	if m := quantityExpRE.FindStringSubmatch(s); m != nil {
+		exp := strings.TrimLeft(m[1], "+-")
+		if exp = strings.TrimLeft(exp, "0"); len(exp) > 2 || exp != "" && atoi(exp) > maxQuantityExponent {
+			return fmt.Errorf("exponent out of range (at most e%d)", maxQuantityExponent)
+		}
+	}
+	if _, err := resource.ParseQuantity(s); err != nil {
+		if errors.Is(err, resource.ErrFormatWrong) {
+			return errors.New("expected a number with an optional suffix")
+		}
+		return err
+	}
+	return nil
 }
 
 func (ch *checker) resourceRules(path string, r *ResourceRules) {
