@@ -410,3 +410,36 @@ func TestNewTemplate(t *testing.T) {
 		t.Errorf("rendered %q, want %q", got, "|s")
 	}
 }
+
+func TestFindMistake(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		wantCol    int // 0: no mistake
+		wantHint   string
+	}{
+		{"unescaped double quote", `  q: "sum(x{a!="b"})"`, 17, hintDoubleQuote},
+		{"unescaped single quote", `- 'it's'`, 7, hintSingleQuote},
+		{"tab", "\t  a: b", 1, hintTab},
+		{"trailing comma", `    pod: {resource: "pod"},`, 27, hintComma},
+		{"flow mapping", `x: {a: "b", c: "d"}`, 0, ""},
+		{"flow list with comma inside", `x: [{a: 1}, {b: 2}]`, 0, ""},
+		{"quoted value and comment", `key: "v" # note`, 0, ""},
+		{"quoted key", `"containerLabel": "container"`, 0, ""},
+		{"escaped quote", `q: "a\"b\" c"`, 0, ""},
+		{"doubled single quote", `q: 'it''s'`, 0, ""},
+		{"plain value", `q: sum(x{a="b"}) by (c)`, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := findMistake(tc.line)
+			if tc.wantCol == 0 {
+				if ok {
+					t.Errorf("found %+v, want no mistake", m)
+				}
+				return
+			}
+			if !ok || m.col != tc.wantCol || m.hint != tc.wantHint {
+				t.Errorf("findMistake = %+v, %v; want column %d, hint %q", m, ok, tc.wantCol, tc.wantHint)
+			}
+		})
+	}
+}

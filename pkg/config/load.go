@@ -130,7 +130,12 @@ func configMapHint(d *decoder, root *yaml.Node) {
 	}
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+var (
+	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+	// blockScalarRE matches a line whose value is a block scalar: "key: |",
+	// "- >-", "key: |2 # comment".
+	blockScalarRE = regexp.MustCompile(`(^|:|-)\s+[|>][-+0-9]*\s*(#.*)?$`)
+)
 
 // syntaxErrors turns a YAML library error into an Error with a line and a
 // column. The library reports the line where the enclosing construct
@@ -154,7 +159,22 @@ func syntaxErrors(data []byte, filename string, err error) ErrorList {
 		first.Line, first.Column = line, col
 	}
 	out := ErrorList{first}
+	blockParent := -1 // indentation of the key owning the block scalar we are in
 	for i, text := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(text)
+		indent := len(text) - len(strings.TrimLeft(text, " "))
+		if blockParent >= 0 {
+			if trimmed == "" || indent > blockParent {
+				continue // content of a | or > block: not YAML syntax
+			}
+			blockParent = -1
+		}
+		if blockScalarRE.MatchString(text) {
+			blockParent = indent
+		}
+		if strings.HasPrefix(trimmed, "#") {
+			continue
+		}
 		m, ok := findMistake(text)
 		if !ok {
 			continue
