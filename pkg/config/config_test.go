@@ -289,6 +289,10 @@ func TestWarnings(t *testing.T) {
 		in:   "externalQueries:\n- name: q\n  query: sum(x)\n  namespaceLabel: ns\n",
 		want: []string{"c.yaml:4:19: externalQueries[0].namespaceLabel: namespaceLabel has no effect because namespaced is not true (hint: set namespaced: true to use it)"},
 	}, {
+		name: "unbalanced series query",
+		in:   "externalRules:\n- seriesQuery: '{__name__=\"up\"'\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:2:16: externalRules[0].seriesQuery: seriesQuery has unbalanced brackets ('{' is never closed), so Prometheus will reject it`},
+	}, {
 		name: "unbalanced query",
 		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>)'\n",
 		want: []string{`c.yaml:3:17: externalRules[0].metricsQuery: the query has unbalanced brackets (unexpected ')' after "namespace=\"default\",pod=~\"a|b\""), so Prometheus will reject it`},

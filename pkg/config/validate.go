@@ -174,6 +174,9 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 		ch.errorf(KeyPath(path, "seriesQuery"), `e.g. seriesQuery: '{__name__=~"^http_requests_.*",namespace!="",pod!=""}'`,
 			"seriesQuery is required: it is the Prometheus series selector used to discover the metrics")
 	}
+	if b := checkBrackets(r.SeriesQuery); b != "" {
+		ch.warnf(KeyPath(path, "seriesQuery"), "", "seriesQuery has unbalanced brackets (%s), so Prometheus will reject it", b)
+	}
 	for j, f := range r.SeriesFilters {
 		ch.filter(IndexPath(KeyPath(path, "seriesFilters"), j), f)
 	}
