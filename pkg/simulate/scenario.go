@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -230,6 +231,9 @@ func Parse(data []byte) (*Scenario, error) {
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, errors.New("empty scenario")
+	}
+	if err := checkKeys(&doc, reflect.TypeFor[Scenario](), ""); err != nil {
+		return nil, err
 	}
 	var generic any
 	if err := doc.Decode(&generic); err != nil {

@@ -8,6 +8,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// maxGeneratedPods bounds the pods a podTemplate may generate, so a
+// scenario cannot make the simulator allocate without limit.
+const maxGeneratedPods = 10000
+
 // validate reports every problem, each naming its field. HPA checks follow
 // the API server's validation of autoscaling/v2, so a scenario holds only
 // HPAs a cluster would accept.
@@ -83,6 +87,24 @@ func (s *Scenario) validate() []error {
 		}
 		if t.NewPods.PendingFor.Duration < 0 || t.NewPods.ReadyAfter.Duration < 0 {
 			add("podTemplate.newPods", "durations must not be negative")
+		}
+		limit := func(path string, v int32) {
+			if v > maxGeneratedPods {
+				add(path, "podTemplate generates at most %d pods, got %d", maxGeneratedPods, v)
+			}
+		}
+		if t.Count != nil {
+			limit("podTemplate.count", *t.Count)
+		} else {
+			limit("hpa.spec.maxReplicas", spec.MaxReplicas)
+			if s.Target.Replicas != nil {
+				limit("target.replicas", *s.Target.Replicas)
+			}
+			for i, st := range s.Steps {
+				if st.Replicas != nil {
+					limit(fmt.Sprintf("steps[%d].replicas", i), *st.Replicas)
+				}
+			}
 		}
 		if t.NamePrefix != "" && strings.ContainsAny(t.NamePrefix, " /") {
 			add("podTemplate.namePrefix", "must not contain spaces or slashes")

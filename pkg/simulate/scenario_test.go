@@ -1,0 +1,154 @@
+package simulate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `
+hpa:
+  spec:
+    scaleTargetRef: {kind: Deployment, name: web}
+    maxReplicas: 5
+    metrics:
+      - type: Pods
+        pods:
+          metric: {name: qps}
+          target: {type: AverageValue, averageValue: "10"}
+target:
+  replicas: 2
+pods:
+  - name: web-0
+  - name: web-1
+steps:
+  - at: 0s
+    metrics:
+      qps: {allPods: "20"}
+`
+
+func TestParseMinimal(t *testing.T) {
+	s, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := r.Steps[0]
+	if st.Replicas != 4 || r.HPA != "default/scenario" || !st.Time.Equal(DefaultStart) {
+		t.Errorf("got replicas %d, hpa %q, time %v; want 4, default/scenario, %v", st.Replicas, r.HPA, st.Time, DefaultStart)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(string) string
+		want []string
+	}{
+		{"empty", func(string) string { return "" }, []string{"empty scenario"}},
+		{"not YAML", func(string) string { return "hpa: [" }, []string{"invalid YAML"}},
+		{"duplicate key", func(s string) string { return s + "target:\n  replicas: 3\n" }, []string{"invalid YAML", "already defined"}},
+		{"unknown field in HPA", func(s string) string { return strings.Replace(s, "maxReplicas: 5", "maxReplica: 5", 1) }, []string{"line 5: hpa.spec.maxReplica: unknown field"}},
+		{"wrong letter case", func(s string) string { return strings.Replace(s, "maxReplicas: 5", "maxreplicas: 5", 1) }, []string{`line 5: hpa.spec.maxreplicas: unknown field (did you mean "maxReplicas"?)`}},
+		{"unknown field in step", func(s string) string { return strings.Replace(s, "qps: {allPods", "qps: {allpods", 1) }, []string{`line 19: steps[0].metrics["qps"].allpods: unknown field (did you mean "allPods"?)`}},
+		{"wrong type", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: two", 1) }, []string{"line 12: target.replicas: cannot use string as int32"}},
+		{"bad duration", func(s string) string { return strings.Replace(s, "at: 0s", "at: soon", 1) }, []string{`invalid duration "soon"`}},
+		{"bad quantity", func(s string) string { return strings.Replace(s, `allPods: "20"`, `allPods: "2x0"`, 1) }, []string{"quantities must match"}},
+		{"no steps", func(s string) string { return s[:strings.Index(s, "steps:")] }, []string{"steps: at least one step is required"}},
+		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{"steps[1].at: must be later than steps[0].at"}},
+		{"unknown metric key", func(s string) string { return strings.Replace(s, "qps: {", "rps: {", 1) }, []string{`steps[0].metrics["rps"]: no metric named "rps" in the HPA (known: qps)`}},
+		{"value for a Pods metric", func(s string) string { return strings.Replace(s, `qps: {allPods: "20"}`, `qps: {value: "20"}`, 1) }, []string{"takes perPod, allPods and missing"}},
+		{"index key out of range", func(s string) string { return strings.Replace(s, "qps: {", `"#3": {`, 1) }, []string{`no spec.metrics entry #3`}},
+		{"pods and podTemplate", func(s string) string { return s + "podTemplate: {}\n" }, []string{"pods: give either pods or podTemplate"}},
+		{"duplicate pod", func(s string) string { return strings.Replace(s, "name: web-1", "name: web-0", 1) }, []string{`pods[1].name: duplicate pod name "web-0"`}},
+		{"bad phase", func(s string) string {
+			return strings.Replace(s, "- name: web-1", "- name: web-1\n    phase: Sleeping", 1)
+		}, []string{`pods[1].phase: must be Pending`}},
+		{"no target replicas", func(s string) string { return strings.Replace(s, "  replicas: 2\n", "  selector: app=web\n", 1) }, []string{"target.replicas: required"}},
+		{"max below 1 and min above max, reported together", func(s string) string {
+			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 0\n    minReplicas: 3", 1)
+		}, []string{"hpa.spec.maxReplicas: must be at least 1", "hpa.spec.minReplicas: must not exceed maxReplicas"}},
+		{"minReplicas 0 without Object or External", func(s string) string {
+			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 5\n    minReplicas: 0", 1)
+		}, []string{"needs at least one Object or External metric"}},
+		{"wrong target type", func(s string) string { return strings.Replace(s, "type: AverageValue", "type: Utilization", 1) }, []string{"hpa.spec.metrics[0].pods.target.type: must be one of [AverageValue]"}},
+		{"unknown metric type", func(s string) string { return strings.Replace(s, "type: Pods", "type: Prometheus", 1) }, []string{"hpa.spec.metrics[0].type: must be Resource"}},
+		{"bad policy", func(s string) string {
+			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 5\n    behavior:\n      scaleUp:\n        policies: [{type: Pods, value: 0, periodSeconds: 4000}]", 1)
+		}, []string{"scaleUp.policies[0].value: must be positive", "scaleUp.policies[0].periodSeconds: must be between 1 and 1800"}},
+		{"wrong apiVersion", func(s string) string { return strings.Replace(s, "hpa:\n", "hpa:\n  apiVersion: autoscaling/v1\n", 1) }, []string{"hpa.apiVersion: must be autoscaling/v2"}},
+		{"negative tolerance", func(s string) string { return s + "controller: {tolerance: -0.5}\n" }, []string{"controller.tolerance: must be a non-negative number"}},
+		{"generator too large", func(s string) string {
+			return strings.Replace(strings.Replace(s, "pods:\n  - name: web-0\n  - name: web-1\n", "podTemplate: {}\n", 1), "maxReplicas: 5", "maxReplicas: 50000", 1)
+		}, []string{"hpa.spec.maxReplicas: podTemplate generates at most 10000 pods, got 50000"}},
+		{"non-string key", func(s string) string { return s + "podTemplate:\n  requests: {1: 2}\n" }, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.edit(minimal)))
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDurationForms(t *testing.T) {
+	s, err := Parse([]byte(strings.Replace(minimal, "at: 0s", "at: 90", 1) + "start: 2026-03-01T10:00:00Z\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Steps[0].At.Duration != 90*time.Second || !s.Start.Equal(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("at = %v, start = %v", s.Steps[0].At, s.Start)
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("steps: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Errorf("Load error = %v, want it prefixed with the path", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "reading scenario") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+// FuzzParse feeds arbitrary documents to the parser: it must return a
+// scenario or an error, never panic, and a parsed scenario must replay.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	files, _ := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("hpa: {spec: {maxReplicas: 1}}\ntarget: {replicas: 1}\nsteps: [{at: 1}]\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if len(s.Steps) > 50 || *s.Target.Replicas > 1000 || (s.PodTemplate != nil && s.PodTemplate.Count != nil && *s.PodTemplate.Count > 1000) || s.HPA.Spec.MaxReplicas > 1000 {
+			return // valid but too big to replay quickly
+		}
+		if _, err := Run(s); err != nil {
+			t.Fatalf("Run of a parsed scenario failed: %v", err)
+		}
+	})
+}
