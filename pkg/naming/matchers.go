@@ -175,7 +175,7 @@ func SelectorMatchers(sel labels.Selector) ([]Matcher, error) {
 	for _, r := range reqs {
 		m, err := requirementMatcher(r.Key(), r.Operator(), r.ValuesUnsorted())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("label selector %q: %w", sel.String(), err)
 		}
 		out = append(out, m)
 	}
@@ -187,10 +187,10 @@ func SelectorMatchers(sel labels.Selector) ([]Matcher, error) {
 // sorted.
 func requirementMatcher(key string, op selection.Operator, values []string) (Matcher, error) {
 	if err := checkLabelName(key); err != nil {
-		return Matcher{}, fmt.Errorf("label selector: %w", err)
+		return Matcher{}, err
 	}
 	if err := checkLabelValues(key, values); err != nil {
-		return Matcher{}, fmt.Errorf("label selector: %w", err)
+		return Matcher{}, err
 	}
 	one := func() (string, error) {
 		if len(values) != 1 {

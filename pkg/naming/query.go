@@ -150,7 +150,7 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 			return nil, "", "", fmt.Errorf("namespace matcher: %w", err)
 		}
 		if !utf8.ValidString(namespace) {
-			return nil, "", "", fmt.Errorf("%w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
+			return nil, "", "", fmt.Errorf("namespace matcher: %w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
 		}
 		ms = append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace})
 	}
@@ -187,7 +187,7 @@ func externalMatchers(sel labels.Selector, nsLabel, namespace string) ([]Matcher
 		return ms, "", nil
 	}
 	if !utf8.ValidString(namespace) {
-		return nil, "", fmt.Errorf("%w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
+		return nil, "", fmt.Errorf("namespace matcher: %w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
 	}
 	return append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace}), nsLabel, nil
 }

@@ -19,6 +19,10 @@ const (
 	RightDelim = ">>"
 )
 
+// MaxQueryBytes bounds what a query template may render; a template that
+// writes more (e.g. a runaway range) fails instead of exhausting memory.
+const MaxQueryBytes = 16 << 20
+
 // QueryTemplate is a parsed metricsQuery (or containerQuery, nodeQuery,
 // externalQueries query): a Go text/template with << >> delimiters rendered
 // with config.QueryTemplateData. Only the Go template builtins (index, len,
@@ -47,14 +51,29 @@ func (q *QueryTemplate) Text() string { return q.text }
 // Execute renders the template. A template error (e.g. index out of range)
 // or an output that is only white space is an error.
 func (q *QueryTemplate) Execute(data *config.QueryTemplateData) (string, error) {
-	var sb strings.Builder
-	sb.Grow(len(q.text) + 2*len(data.LabelMatchers) + len(data.Series))
-	if err := q.tmpl.Execute(&sb, data); err != nil {
+	w := limitedBuilder{max: MaxQueryBytes}
+	w.sb.Grow(len(q.text) + 2*len(data.LabelMatchers) + len(data.Series))
+	if err := q.tmpl.Execute(&w, data); err != nil {
 		return "", fmt.Errorf("rendering query template: %w", err)
 	}
-	out := sb.String()
+	out := w.sb.String()
 	if strings.TrimSpace(out) == "" {
 		return "", ErrEmptyQuery
 	}
 	return out, nil
+}
+
+var errQueryTooLong = fmt.Errorf("query longer than %d bytes", MaxQueryBytes)
+
+// limitedBuilder is a strings.Builder that refuses to grow beyond max.
+type limitedBuilder struct {
+	sb  strings.Builder
+	max int
+}
+
+func (w *limitedBuilder) Write(p []byte) (int, error) {
+	if w.sb.Len()+len(p) > w.max {
+		return 0, errQueryTooLong
+	}
+	return w.sb.Write(p)
 }

@@ -1,0 +1,171 @@
+package naming
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/internal/kubemapper"
+	"github.com/promscaler/promscaler/pkg/config"
+)
+
+// FuzzRenderQuery fuzzes the template renderer two ways: an arbitrary
+// metricsQuery must compile or fail cleanly and render or fail cleanly (no
+// panic); and arbitrary namespace and object names rendered through
+// "<<.Series>>{<<.LabelMatchers>>}" must parse back to exactly the intended
+// matchers, the name regexp matching exactly the requested names.
+func FuzzRenderQuery(f *testing.F) {
+	f.Add(seedQuery, "abtest", "a", "b")
+	f.Add(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)`, "default", "web.1", "web-2")
+	f.Add(`<<index .LabelValuesByName "pod_name">> <<index .GroupBySlice 0>> <<len .GroupBySlice>>`, "", `a"}`, `.*`)
+	f.Add(`<<index .GroupBySlice 5>>`, "x", "\n", `\`)
+	f.Add(`<<define "x">><<template "x" .>><<end>><<template "x" .>>`, "ns", "a", "a")
+	f.Add(`<<.Nope>>`, "ns", "a|b", "(")
+	mapper := kubemapper.New()
+	fixed := seedRule()
+	fixed.MetricsQuery = `<<.Series>>{<<.LabelMatchers>>}`
+	fixedSet, err := Compile(&config.Config{Rules: []config.DiscoveryRule{fixed}}, mapper)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fixedRule := fixedSet.CustomRules()[0]
+	f.Fuzz(func(t *testing.T, tmpl, namespace, name1, name2 string) {
+		// Part 1: arbitrary templates. Loops over huge ranges are slow, not
+		// unsafe (output is bounded by MaxQueryBytes); keep the fuzzer fast.
+		if !strings.Contains(tmpl, "range") && len(tmpl) < 4096 {
+			rule := seedRule()
+			rule.MetricsQuery = tmpl
+			if rs, err := Compile(&config.Config{Rules: []config.DiscoveryRule{rule}}, mapper); err == nil {
+				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, Names: []string{name1, name2}})
+				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, AllObjects: true})
+			}
+		}
+
+		// Part 2: values never change the query's meaning.
+		names := []string{name1, name2}
+		q, err := fixedRule.QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, Names: names})
+		if err != nil {
+			return // invalid UTF-8 is refused, with an error
+		}
+		series, ms, err := parseVectorSelector(q.Expr)
+		if err != nil {
+			t.Fatalf("rendered %s does not parse: %v", q.Expr, err)
+		}
+		if series != "pm_status" {
+			t.Fatalf("series = %q", series)
+		}
+		var want []Matcher
+		if namespace != "" {
+			want = append(want, Matcher{"namespace", MatchEqual, namespace})
+		}
+		want = append(want, Matcher{"pod_name", MatchRegexp, OneOf(names)})
+		if diff := cmp.Diff(want, ms); diff != "" {
+			t.Fatalf("matchers mismatch (-want +got):\n%s", diff)
+		}
+		re, err := regexp.Compile("^(?s:" + ms[len(ms)-1].Value + ")$")
+		if err != nil {
+			t.Fatalf("name regexp %q does not compile: %v", ms[len(ms)-1].Value, err)
+		}
+		for _, n := range names {
+			if !re.MatchString(n) {
+				t.Fatalf("name regexp %q does not match %q", re, n)
+			}
+		}
+		for _, other := range []string{name1 + name2, name1 + "|" + name2, name1 + "x", "x" + name2} {
+			if other != name1 && other != name2 && re.MatchString(other) {
+				t.Fatalf("name regexp %q matches unrequested %q", re, other)
+			}
+		}
+	})
+}
+
+func benchRule(b *testing.B) *Rule {
+	b.Helper()
+	rs, err := Compile(&config.Config{Rules: []config.DiscoveryRule{seedRule()}}, kubemapper.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rs.CustomRules()[0]
+}
+
+func BenchmarkQueryForSeries(b *testing.B) {
+	r := benchRule(b)
+	for _, n := range []int{1, 2, 100, 5000} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("web-7d9f8c6b5-%05d", i)
+		}
+		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			req := CustomRequest{Series: "pm_status", Resource: pods, Namespace: "abtest", Names: names}
+			for b.Loop() {
+				if _, err := r.QueryForSeries(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("all-objects", func(b *testing.B) {
+		b.ReportAllocs()
+		req := CustomRequest{Series: "pm_status", Resource: pods, Namespace: "abtest", AllObjects: true}
+		for b.Loop() {
+			if _, err := r.QueryForSeries(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkQueryForExternalSeries(b *testing.B) {
+	rs, err := Compile(&config.Config{ExternalRules: []config.DiscoveryRule{externalRule(nil)}}, kubemapper.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rs.ExternalRules()[0]
+	req := ExternalRequest{Series: "rabbitmq_queue_length", Namespace: "default", MetricSelector: mustSelector(b, "queue in (a,b),env=prod")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.QueryForExternalSeries(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkResourcesForSeries(b *testing.B) {
+	m, _, err := NewResourceMapper(config.ResourceMapping{Template: "<<.Resource>>"}, kubemapper.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lbls := map[string]string{"__name__": "x", "namespace": "ns", "pod": "p", "container": "c", "instance": "i", "job": "j", "node": "n"}
+	ls := make(map[string]string, len(lbls))
+	for k, v := range lbls {
+		ls[k] = v
+	}
+	set := SeriesFromLabelSet(toLabelSet(ls)).Labels
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ResourcesForSeries(set)
+	}
+}
+
+func BenchmarkSelectorMatchers(b *testing.B) {
+	sel := mustSelector(b, "app=web,tier in (frontend,backend),!canary,env!=dev")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := SelectorMatchers(sel); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func toLabelSet(m map[string]string) model.LabelSet {
+	out := make(model.LabelSet, len(m))
+	for k, v := range m {
+		out[model.LabelName(k)] = model.LabelValue(v)
+	}
+	return out
+}
