@@ -262,6 +262,32 @@ func TestDecide(t *testing.T) {
 			wantEvents: []string{"Normal SuccessfulRescale: New size: 1; reason: All metrics below target"},
 		},
 		{
+			// upstream TestScaleDownStabilizeInitialSize: a new HPA's first
+			// recommendation is the current count, which holds a scale-down
+			name: "first reconcile: initial recommendation holds the scale-down", hpa: testHPA(ptrTo[int32](2), 6, cpuMetric(50)), spec: 5, status: 5,
+			pods: readyPods(5, 1000), metrics: []MetricValues{perPod(100, 300, 500, 250, 250)},
+			wantDesired: 5, wantReason: "All metrics below target",
+			wantConds: []condSummary{c(able, yes, "ScaleDownStabilized"), c(active, yes, "ValidMetricFound"), c(limited, no, "DesiredWithinRange")},
+		},
+		{
+			// upstream TestMetricsEdgeCases "missing metrics from some pods":
+			// an empty (not nil) history records no initial recommendation
+			name: "missing metrics on a scale-down count as the request", hpa: testHPA(ptrTo[int32](2), 6, cpuMetric(100)), spec: 4, status: 4,
+			state: &State{Recommendations: []Recommendation{}},
+			pods:  readyPods(4, 1000), metrics: []MetricValues{perPod(400, 95)},
+			wantRescale: true, wantDesired: 3, wantReason: "All metrics below target",
+			wantConds:  []condSummary{c(able, yes, "SucceededRescale"), c(active, yes, "ValidMetricFound"), c(limited, no, "DesiredWithinRange")},
+			wantEvents: []string{"Normal SuccessfulRescale: New size: 3; reason: All metrics below target"},
+		},
+		{
+			// upstream TestMetricsEdgeCases "superfluous metrics reported"
+			name: "superfluous metrics counted", hpa: testHPA(ptrTo[int32](2), 6, cpuMetric(100)), spec: 4, status: 4,
+			pods: readyPods(4, 1000), metrics: []MetricValues{perPod(4000, 9500, 3000, 7000, 3200, 2000)},
+			wantRescale: true, wantDesired: 6, wantReason: "cpu resource utilization (percentage of request) above target",
+			wantConds:  []condSummary{c(able, yes, "SucceededRescale"), c(active, yes, "ValidMetricFound"), c(limited, yes, "TooManyReplicas")},
+			wantEvents: []string{"Normal SuccessfulRescale: New size: 6; reason: cpu resource utilization (percentage of request) above target"},
+		},
+		{
 			name: "current above maxReplicas", hpa: testHPA(ptrTo[int32](1), 4, cpuMetric(50)), spec: 6, status: 6,
 			wantRescale: true, wantDesired: 4, wantReason: "Current number of replicas above Spec.MaxReplicas",
 			wantConds:  []condSummary{c(able, yes, "SucceededRescale"), c(zeroed, no, "NotScaledToZero")},

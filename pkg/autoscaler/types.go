@@ -201,6 +201,9 @@ type MetricValues struct {
 // and drops it when the HPA is deleted.
 type State struct {
 	// Recommendations are the recent unstabilized desired replica counts.
+	// Nil means the HPA was never reconciled: Decide then records the
+	// current count as the first recommendation (which holds a scale-down
+	// for the stabilization window), as upstream does for a new HPA.
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
 	// ScaleUpEvents and ScaleDownEvents are the recent successful rescales.
 	ScaleUpEvents   []ScaleEvent `json:"scaleUpEvents,omitempty"`
