@@ -273,6 +273,10 @@ func TestWarnings(t *testing.T) {
 		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n",
 		want: []string{"c.yaml:2:3: rules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
 	}, {
+		name: "blank metricsQuery",
+		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: ' '\n",
+		want: []string{"c.yaml:3:17: externalRules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
+	}, {
 		name: "namespaced on a custom rule",
 		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>', namespaced: false}\n  metricsQuery: sum(<<.Series>>)\n",
 		want: []string{"c.yaml:3:54: rules[0].resources.namespaced: namespaced only applies to externalRules; it has no effect on rules (custom metrics) (hint: remove it, or move the rule to externalRules)"},
@@ -363,6 +367,29 @@ func TestResourceWindow(t *testing.T) {
 	}
 	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, ""); p == nil || !strings.Contains(p.msg, "window is not set") {
 		t.Errorf("without a window: %v, want the window error", p)
+	}
+}
+
+func TestMetricsQueryDefault(t *testing.T) {
+	cfg, err := Parse([]byte("rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n"), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Rules[0].MetricsQuery; got != DefaultMetricsQuery {
+		t.Errorf("Parse left metricsQuery %q, want the default", got)
+	}
+	if diff := cmp.Diff([]string{"rules[0].metricsQuery"}, cfg.Source.Defaulted); diff != "" {
+		t.Errorf("Defaulted (-want +got):\n%s", diff)
+	}
+	// Built in code, nothing is defaulted and the warning says so.
+	inCode := &Config{Rules: []DiscoveryRule{{SeriesQuery: "up", Resources: ResourceMapping{Template: "<<.Resource>>"}}}}
+	var got []string
+	for _, w := range inCode.Warnings() {
+		got = append(got, w.Error())
+	}
+	want := []string{"rules[0].metricsQuery: metricsQuery is empty, so every query of this rule fails (hint: set metricsQuery, or load the configuration with Parse, which defaults it)"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Warnings of a configuration built in code (-want +got):\n%s", diff)
 	}
 }
 

@@ -19,7 +19,7 @@ const (
 	RightDelim = ">>"
 )
 
-// DefaultMetricsQuery is the query a rule without metricsQuery gets.
+// DefaultMetricsQuery is the query Parse gives a rule without metricsQuery.
 // prometheus-adapter sends the empty string in that case, which Prometheus
 // rejects on every request; promscaler uses the form of its config
 // generator's "non-cumulative" rules instead and warns about it.

@@ -160,6 +160,18 @@ func (ch *checker) templateError(path, text string, p *templateProblem) {
 	}
 }
 
+func (ch *checker) defaulted(path string) bool {
+	if ch.c.Source == nil {
+		return false
+	}
+	for _, p := range ch.c.Source.Defaulted {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
 func (ch *checker) queryTemplate(path, name, text string, kind queryKind, window string) {
 	p, warning := checkQueryTemplate(name, text, kind, window)
 	if p != nil {
@@ -183,9 +195,13 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 	ch.mapping(KeyPath(path, "resources"), &r.Resources, external, false)
 	ch.name(KeyPath(path, "name"), r.Name)
 	qp := KeyPath(path, "metricsQuery")
-	if strings.TrimSpace(r.MetricsQuery) == "" {
+	if ch.defaulted(qp) {
 		ch.warnf(qp, "set metricsQuery explicitly",
 			"metricsQuery is not set; promscaler uses %s (prometheus-adapter would send an empty query, which Prometheus rejects)", DefaultMetricsQuery)
+	}
+	if strings.TrimSpace(r.MetricsQuery) == "" {
+		ch.warnf(qp, "set metricsQuery, or load the configuration with Parse, which defaults it",
+			"metricsQuery is empty, so every query of this rule fails")
 	} else {
 		ch.queryTemplate(qp, "metricsQuery", r.MetricsQuery, discoveryQuery, "")
 	}
