@@ -1,0 +1,336 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// customTarget is a resolved custom metrics request: the resource, its kind
+// and the index entry serving the metric.
+type customTarget struct {
+	gvr    schema.GroupVersionResource
+	gvk    schema.GroupVersionKind
+	metric string
+	entry  discovery.Entry
+}
+
+func (t *customTarget) gr() schema.GroupResource { return t.gvr.GroupResource() }
+
+// what names the request in error messages.
+func (t *customTarget) what() string {
+	return fmt.Sprintf("metric %s for %s (%s)", t.metric, displayGR(t.gr()), t.entry.Rule.Path())
+}
+
+// resolveCustom normalises the request's resource and finds the rule
+// serving the metric, or returns the API error saying why not.
+func (p *Provider) resolveCustom(info cmprovider.CustomMetricInfo, namespace string) (*customTarget, error) {
+	x, err := p.currentIndex()
+	if err != nil {
+		return nil, err
+	}
+	gvr, gvk, namespaced, err := resolve(p.mapper, info.GroupResource)
+	if err != nil {
+		return nil, notFound(info.GroupResource, info.Metric,
+			fmt.Sprintf("resource %q is not known to the cluster", info.GroupResource.String()))
+	}
+	gr := gvr.GroupResource()
+	e, ok := x.Custom(gr, namespace, info.Metric)
+	if !ok {
+		return nil, notFound(gr, info.Metric, whyNoCustom(x, gr, namespaced, namespace, info.Metric))
+	}
+	return &customTarget{gvr: gvr, gvk: gvk, metric: info.Metric, entry: e}, nil
+}
+
+// whyNoCustom explains a missing custom metric from the index.
+func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool, namespace, metric string) string {
+	res := displayGR(gr)
+	if namespace != "" {
+		if cs := x.CustomCandidates(gr, true, metric); len(cs) > 0 {
+			return fmt.Sprintf("no series of it were discovered in namespace %q (%s has them in namespaces %s)",
+				namespace, cs[0].Rule.Path(), summarize(cs[0].Namespaces, 5))
+		}
+		if len(x.CustomCandidates(gr, false, metric)) > 0 {
+			return fmt.Sprintf("it is served for %s cluster-wide: ask without a namespace", res)
+		}
+		if !resourceNamespaced {
+			return fmt.Sprintf("%s are cluster-scoped: ask without a namespace", res)
+		}
+		return fmt.Sprintf("no rule discovered it for %s", res)
+	}
+	if len(x.CustomCandidates(gr, true, metric)) > 0 {
+		return fmt.Sprintf("it is served for %s per namespace: ask under /namespaces/<namespace>/", res)
+	}
+	return fmt.Sprintf("no rule discovered it for %s", res)
+}
+
+// GetMetricByName implements CustomMetricsProvider: the value of a metric
+// for one object.
+func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	t, err := p.resolveCustom(info, name.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	values, err := p.queryCustom(ctx, t, name.Namespace, []string{name.Name}, metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := apiSelector(metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := values[name.Name]
+	if !ok {
+		q, hasDefault, err := ruleDefault(t.entry.Rule)
+		if err != nil {
+			return nil, err
+		}
+		if !hasDefault {
+			return nil, notFoundFor(t.gr(), t.metric, name.Name,
+				fmt.Sprintf("Prometheus returned no sample for it (%s)", t.entry.Rule.Path()))
+		}
+		s = sampleValue{value: q, ts: p.now()}
+	}
+	v := t.value(name.Namespace, name.Name, sel, s)
+	return &v, nil
+}
+
+// GetMetricBySelector implements CustomMetricsProvider: the values of a
+// metric for the objects matching selector, listed from the object cache.
+// Objects without a sample are left out (or given the rule's defaultValue);
+// when objects match but none has a value, the answer is a 404.
+func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	t, err := p.resolveCustom(info, namespace)
+	if err != nil {
+		return nil, err
+	}
+	names, err := p.objects.ListObjects(ctx, t.gvr, namespace, selector)
+	if err != nil {
+		return nil, listError(t, namespace, err)
+	}
+	list := &custom_metrics.MetricValueList{}
+	if len(names) == 0 {
+		list.Items = []custom_metrics.MetricValue{}
+		return list, nil
+	}
+	names = sortedUnique(names)
+	values, err := p.queryCustom(ctx, t, namespace, names, metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := apiSelector(metricSelector)
+	if err != nil {
+		return nil, err
+	}
+	var def *sampleValue
+	if len(values) < len(names) {
+		q, ok, err := ruleDefault(t.entry.Rule)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			def = &sampleValue{value: q, ts: p.now()}
+		}
+	}
+	list.Items = make([]custom_metrics.MetricValue, 0, len(names))
+	for _, n := range names {
+		s, ok := values[n]
+		if !ok {
+			if def == nil {
+				continue
+			}
+			s = *def
+		}
+		list.Items = append(list.Items, t.value(namespace, n, sel, s))
+	}
+	if len(list.Items) == 0 {
+		if selector == nil {
+			selector = labels.Everything()
+		}
+		return nil, cmprovider.NewMetricNotFoundForSelectorError(t.gr(), t.metric, "*", selector)
+	}
+	return list, nil
+}
+
+// ListAllMetrics implements CustomMetricsProvider: every custom metric of
+// the current index (none before the first discovery).
+func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
+	x := p.index()
+	if x == nil {
+		return nil
+	}
+	return slices.Clone(x.CustomMetrics())
+}
+
+// sampleValue is one object's converted value.
+type sampleValue struct {
+	value resource.Quantity
+	ts    time.Time
+}
+
+// value builds the API object for one object's value.
+func (t *customTarget) value(namespace, name string, sel *metav1.LabelSelector, s sampleValue) custom_metrics.MetricValue {
+	return custom_metrics.MetricValue{
+		DescribedObject: custom_metrics.ObjectReference{
+			Kind:       t.gvk.Kind,
+			APIVersion: t.gvk.GroupVersion().String(),
+			Namespace:  namespace,
+			Name:       name,
+		},
+		Metric:    custom_metrics.MetricIdentifier{Name: t.metric, Selector: sel},
+		Timestamp: metav1.NewTime(s.ts),
+		Value:     s.value,
+	}
+}
+
+// queryCustom renders and runs the rule's query for names and returns the
+// usable value of each object that has one. With more names than the
+// threshold, the query asks for every object of the resource in the
+// namespace (its length no longer depends on the number of names) and the
+// answer is filtered here.
+func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) (map[string]sampleValue, error) {
+	req := naming.CustomRequest{
+		Series:         t.entry.SeriesName,
+		Resource:       t.gr(),
+		Namespace:      namespace,
+		Names:          names,
+		MetricSelector: metricSelector,
+	}
+	var wanted map[string]struct{}
+	if len(names) > p.maxNames {
+		req.AllObjects = true
+		wanted = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			wanted[n] = struct{}{}
+		}
+	} else if len(names) > 1 {
+		wanted = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			wanted[n] = struct{}{}
+		}
+	}
+	q, err := t.entry.Rule.QueryForSeries(req)
+	if err != nil {
+		return nil, renderError(t.what(), err)
+	}
+	start := time.Now()
+	vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
+	if err != nil {
+		return nil, queryError(t.what(), err)
+	}
+	klog.V(4).InfoS("Custom metrics query", "metric", t.metric, "resource", t.gr(), "namespace", namespace,
+		"objects", len(names), "allObjects", req.AllObjects, "rule", t.entry.Rule.Path(),
+		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
+
+	resLabel := model.LabelName(q.ResourceLabel)
+	values := make(map[string]sampleValue, min(len(names), len(vec)))
+	for _, s := range vec {
+		name := string(s.Metric[resLabel])
+		if name == "" {
+			continue
+		}
+		if wanted != nil {
+			if _, ok := wanted[name]; !ok {
+				continue
+			}
+		} else if name != names[0] {
+			continue
+		}
+		if _, dup := values[name]; dup {
+			// The query did not aggregate to one sample per object:
+			// keep the first, as the answer order is Prometheus'.
+			klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", t.entry.Rule.Path(), "object", name)
+			continue
+		}
+		v, err := Quantity(float64(s.Value))
+		if err != nil {
+			klog.V(2).InfoS("Skipping a sample without a finite value", "rule", t.entry.Rule.Path(),
+				"metric", t.metric, "namespace", namespace, "object", name, "value", s.Value)
+			continue
+		}
+		values[name] = sampleValue{value: v, ts: s.Timestamp.Time()}
+	}
+	return values, nil
+}
+
+// ruleDefault returns the rule's parsed defaultValue, if any.
+func ruleDefault(r *naming.Rule) (resource.Quantity, bool, error) {
+	d, ok := r.DefaultValue()
+	if !ok {
+		return resource.Quantity{}, false, nil
+	}
+	q, err := parseDefault(r.Path(), d)
+	if err != nil {
+		return resource.Quantity{}, false, internal("%v", err)
+	}
+	return q, true, nil
+}
+
+// apiSelector is the metric selector as the API reports it (nil when it
+// selects everything), as prometheus-adapter does.
+func apiSelector(sel labels.Selector) (*metav1.LabelSelector, error) {
+	if sel == nil || sel.Empty() {
+		return nil, nil
+	}
+	ls, err := metav1.ParseToLabelSelector(sel.String())
+	if err != nil {
+		return nil, badRequest("metric label selector %q: %v", sel.String(), err)
+	}
+	return ls, nil
+}
+
+// renderError maps a rendering failure: a selector that has no PromQL
+// form is the client's mistake (400); anything else is the rule's (500).
+func renderError(what string, err error) error {
+	switch {
+	case errors.Is(err, naming.ErrUnsupportedOperator), errors.Is(err, naming.ErrUnsupportedSelector),
+		errors.Is(err, naming.ErrInvalidLabelName), errors.Is(err, naming.ErrInvalidLabelValue):
+		return badRequest("%s: %v", what, err)
+	default:
+		return internal("%s: rendering the query: %v", what, err)
+	}
+}
+
+// listError maps an object listing failure.
+func listError(t *customTarget, namespace string, err error) error {
+	where := displayGR(t.gr())
+	if namespace != "" {
+		where += " in namespace " + namespace
+	}
+	if errors.Is(err, context.Canceled) {
+		return unavailable("listing %s: request canceled", where)
+	}
+	return unavailable("listing %s from the object cache: %v", where, err)
+}
+
+// displayGR renders a group-resource as "pods" or "deployments.apps".
+func displayGR(gr schema.GroupResource) string {
+	if gr.Group == "" {
+		return gr.Resource
+	}
+	return gr.Resource + "." + gr.Group
+}
+
+// summarize joins at most n values, with a count of the rest.
+func summarize(vs []string, n int) string {
+	if len(vs) <= n {
+		return "[" + strings.Join(vs, ",") + "]"
+	}
+	return fmt.Sprintf("[%s,... %d more]", strings.Join(vs[:n], ","), len(vs)-n)
+}

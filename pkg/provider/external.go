@@ -1,0 +1,177 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// externalTarget is a resolved external metrics request: how to render its
+// query and its default.
+type externalTarget struct {
+	metric string
+	path   string // rule or externalQueries entry, for context
+	render func(naming.ExternalRequest) (naming.Query, error)
+	series string
+	def    func() (string, bool)
+}
+
+func (t *externalTarget) what() string {
+	return fmt.Sprintf("external metric %s (%s)", t.metric, t.path)
+}
+
+// resolveExternal finds what serves an external metric: an externalQueries
+// entry of that name first (explicit configuration wins over discovery),
+// else the discovered external rule.
+func (p *Provider) resolveExternal(namespace, metric string) (*externalTarget, error) {
+	if rs := p.rules(); rs != nil {
+		if q, ok := rs.ExternalQuery(metric); ok {
+			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue}, nil
+		}
+	}
+	x, err := p.currentIndex()
+	if err != nil {
+		return nil, err
+	}
+	e, ok := x.External(namespace, metric)
+	if !ok {
+		return nil, externalNotFound(metric, namespace, whyNoExternal(x, namespace, metric))
+	}
+	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName, def: e.Rule.DefaultValue}, nil
+}
+
+func whyNoExternal(x MetricIndex, namespace, metric string) string {
+	cs := x.ExternalCandidates(metric)
+	if len(cs) == 0 {
+		return "no external rule discovered it and no externalQueries entry serves it"
+	}
+	return fmt.Sprintf("no series of it were discovered in namespace %q (%s has them in namespaces %s)",
+		namespace, cs[0].Rule.Path(), summarize(cs[0].Namespaces, 5))
+}
+
+// externalNotFound is a 404 for an external metric, saying why.
+func externalNotFound(metric, namespace, why string) *apierrors.StatusError {
+	msg := fmt.Sprintf("the server could not find the external metric %s", metric)
+	if namespace != "" {
+		msg += " in namespace " + namespace
+	}
+	if why != "" {
+		msg += ": " + why
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusNotFound,
+		Reason:  metav1.StatusReasonNotFound,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: external_metrics.GroupName, Name: metric},
+	}}
+}
+
+// GetExternalMetric implements ExternalMetricsProvider. The request's label
+// selector becomes PromQL matchers; namespaced rules (the default) and
+// namespaced externalQueries add the namespace matcher. Every series of the
+// answer with a finite value becomes an item carrying its labels (without
+// __name__). When there is none, the answer is the rule's defaultValue if
+// set, else a 404.
+func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	t, err := p.resolveExternal(namespace, info.Metric)
+	if err != nil {
+		return nil, err
+	}
+	q, err := t.render(naming.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
+	if err != nil {
+		return nil, renderError(t.what(), err)
+	}
+	start := time.Now()
+	vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
+	if err != nil {
+		return nil, queryError(t.what(), err)
+	}
+	klog.V(4).InfoS("External metrics query", "metric", t.metric, "namespace", namespace, "source", t.path,
+		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
+
+	list := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(vec))}
+	samples := vec
+	if len(vec) > 1 {
+		// Stable answers: order by labels. The vector is shared with
+		// coalesced callers, so sort a copy.
+		samples = slices.Clone(vec)
+		keys := make(map[*model.Sample]string, len(samples))
+		for _, s := range samples {
+			keys[s] = s.Metric.String()
+		}
+		slices.SortFunc(samples, func(a, b *model.Sample) int { return strings.Compare(keys[a], keys[b]) })
+	}
+	for _, s := range samples {
+		v, err := Quantity(float64(s.Value))
+		if err != nil {
+			klog.V(2).InfoS("Skipping a sample without a finite value", "source", t.path,
+				"metric", t.metric, "namespace", namespace, "labels", s.Metric.String(), "value", s.Value)
+			continue
+		}
+		list.Items = append(list.Items, external_metrics.ExternalMetricValue{
+			MetricName:   t.metric,
+			MetricLabels: itemLabels(s.Metric),
+			Timestamp:    metav1.NewTime(s.Timestamp.Time()),
+			Value:        v,
+		})
+	}
+	if len(list.Items) == 0 {
+		d, ok := t.def()
+		if !ok {
+			return nil, externalNotFound(t.metric, namespace, fmt.Sprintf("Prometheus returned no sample with a finite value for it (%s)", t.path))
+		}
+		v, err := parseDefault(t.path, d)
+		if err != nil {
+			return nil, internal("%v", err)
+		}
+		list.Items = append(list.Items, external_metrics.ExternalMetricValue{
+			MetricName:   t.metric,
+			MetricLabels: map[string]string{},
+			Timestamp:    metav1.NewTime(p.now()),
+			Value:        v,
+		})
+	}
+	return list, nil
+}
+
+// ListAllExternalMetrics implements ExternalMetricsProvider: the external
+// metrics of the current index and every externalQueries entry, sorted.
+func (p *Provider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
+	var out []cmprovider.ExternalMetricInfo
+	if x := p.index(); x != nil {
+		out = append(out, x.ExternalMetrics()...)
+	}
+	if rs := p.rules(); rs != nil {
+		for _, q := range rs.ExternalQueries() {
+			out = append(out, cmprovider.ExternalMetricInfo{Metric: q.Name()})
+		}
+	}
+	slices.SortFunc(out, func(a, b cmprovider.ExternalMetricInfo) int { return strings.Compare(a.Metric, b.Metric) })
+	return slices.CompactFunc(out, func(a, b cmprovider.ExternalMetricInfo) bool { return a.Metric == b.Metric })
+}
+
+// itemLabels are a series' labels without its name.
+func itemLabels(m model.Metric) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if k == model.MetricNameLabel {
+			continue
+		}
+		out[string(k)] = string(v)
+	}
+	return out
+}

@@ -1,0 +1,230 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// ObjectLister lists the names of the objects a `*` request is about. The
+// provider calls it on every such request, so implementations answer from
+// a cache, never with a LIST against the API server.
+type ObjectLister interface {
+	// ListObjects returns the names of the objects of resource gvr in
+	// namespace ("" for a cluster-scoped resource) whose labels match
+	// selector, in any order.
+	ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error)
+}
+
+// ErrCacheNotRunning is returned by ObjectCache.ListObjects before Run has
+// started or after it returned.
+var ErrCacheNotRunning = errors.New("object cache is not running")
+
+// ErrCacheNotSynced is returned (wrapped) by ObjectCache.ListObjects when a
+// resource's cache did not finish its initial list within the sync timeout
+// (for instance because RBAC forbids listing the resource).
+var ErrCacheNotSynced = errors.New("object cache not synced")
+
+// DefaultSyncTimeout bounds how long a request waits for the first list of
+// a resource it is the first to ask for.
+const DefaultSyncTimeout = 10 * time.Second
+
+var _ ObjectLister = (*ObjectCache)(nil)
+
+// ObjectCache is an ObjectLister over client-go metadata informers: one per
+// resource, created the first time a request needs it and kept (watching)
+// for the life of Run. Only names, namespaces and labels are kept in memory
+// (annotations and managed fields are stripped), so caching every pod of a
+// large cluster costs a few hundred bytes per pod.
+//
+// It works for any resource the metadata API serves, including cluster-
+// scoped ones (nodes, namespaces, persistentvolumes) and custom resources.
+type ObjectCache struct {
+	factory     metadatainformer.SharedInformerFactory
+	syncTimeout time.Duration
+
+	mu      sync.Mutex
+	ctx     context.Context // Run's context; nil when not running
+	running bool
+}
+
+// ObjectCacheOptions configure an ObjectCache.
+type ObjectCacheOptions struct {
+	// Resync is the informers' resync period; 0 disables resyncs (the
+	// watch keeps the cache current).
+	Resync time.Duration
+	// SyncTimeout bounds the wait for a resource's first list;
+	// 0 means DefaultSyncTimeout.
+	SyncTimeout time.Duration
+}
+
+// NewObjectCache returns an ObjectCache listing through client. Call Run.
+func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*ObjectCache, error) {
+	if client == nil {
+		return nil, errors.New("object cache: no metadata client given")
+	}
+	if opts.Resync < 0 || opts.SyncTimeout < 0 {
+		return nil, errors.New("object cache: resync and sync timeout must not be negative")
+	}
+	st := opts.SyncTimeout
+	if st == 0 {
+		st = DefaultSyncTimeout
+	}
+	f := metadatainformer.NewSharedInformerFactoryWithOptions(client, opts.Resync,
+		metadatainformer.WithTransform(stripObjectMeta))
+	return &ObjectCache{factory: f, syncTimeout: st}, nil
+}
+
+// Run makes the cache serve until ctx is done, then stops every informer
+// and returns once their goroutines have ended. Informers are started by
+// ListObjects (or Warm) on first use of a resource.
+func (c *ObjectCache) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx, c.running = ctx, true
+	c.mu.Unlock()
+
+	<-ctx.Done()
+
+	c.mu.Lock()
+	c.running = false
+	c.mu.Unlock()
+	c.factory.Shutdown()
+}
+
+// Warm starts the informer of gvr without waiting for it, so the first
+// request for that resource does not wait for the initial list (e.g. pods,
+// which nearly every HPA asks for). It returns ErrCacheNotRunning when Run
+// is not running.
+func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) error {
+	_, err := c.informer(gvr)
+	return err
+}
+
+// informer returns the started informer of gvr.
+func (c *ObjectCache) informer(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return nil, ErrCacheNotRunning
+	}
+	inf := c.factory.ForResource(gvr).Informer()
+	// Start only starts informers not started yet.
+	c.factory.Start(c.ctx.Done())
+	return inf, nil
+}
+
+// ListObjects implements ObjectLister from the informer cache. The first
+// call for a resource starts its informer and waits (at most the sync
+// timeout, and never beyond ctx) for its initial list.
+func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
+	inf, err := c.informer(gvr)
+	if err != nil {
+		return nil, err
+	}
+	if !inf.HasSynced() {
+		if err := c.waitSynced(ctx, gvr, inf); err != nil {
+			return nil, err
+		}
+	}
+	var objs []any
+	if namespace == "" {
+		objs = inf.GetStore().List()
+	} else {
+		objs, err = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			return nil, fmt.Errorf("listing cached %s in namespace %q: %w", gvr.GroupResource(), namespace, err)
+		}
+	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	everything := selector.Empty()
+	names := make([]string, 0, len(objs))
+	for _, o := range objs {
+		m, ok := o.(metav1.Object)
+		if !ok {
+			continue
+		}
+		if !everything && !selector.Matches(labels.Set(m.GetLabels())) {
+			continue
+		}
+		names = append(names, m.GetName())
+	}
+	return names, nil
+}
+
+func (c *ObjectCache) waitSynced(ctx context.Context, gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) error {
+	wctx, cancel := context.WithTimeout(ctx, c.syncTimeout)
+	defer cancel()
+	start := time.Now()
+	err := wait.PollUntilContextCancel(wctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return inf.HasSynced(), nil
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("waiting for the %s cache: %w", gvr.GroupResource(), ctxErr)
+		}
+		return fmt.Errorf("%w: %s not listed within %s (can the adapter list and watch them?)", ErrCacheNotSynced, gvr.GroupResource(), c.syncTimeout)
+	}
+	klog.V(2).InfoS("Object cache synced", "resource", gvr.String(), "duration", time.Since(start))
+	return nil
+}
+
+// stripObjectMeta keeps what listing by label needs: name, namespace,
+// labels, plus the type and resource version informers rely on.
+func stripObjectMeta(obj any) (any, error) {
+	p, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		// Tombstones (cache.DeletedFinalStateUnknown) and anything else
+		// pass through unchanged.
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            p.Name,
+			Namespace:       p.Namespace,
+			UID:             p.UID,
+			ResourceVersion: p.ResourceVersion,
+			Labels:          p.Labels,
+		},
+	}, nil
+}
+
+// sortedUnique sorts names and removes duplicates in place.
+func sortedUnique(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// resolve maps a request's group-resource (as written in the URL: "pods",
+// "pod", "deployments.apps") to the preferred group-version-resource and
+// whether it is namespaced.
+func resolve(mapper meta.RESTMapper, gr schema.GroupResource) (schema.GroupVersionResource, schema.GroupVersionKind, bool, error) {
+	gvr, err := mapper.ResourceFor(gr.WithVersion(""))
+	if err != nil {
+		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
+	}
+	gvk, err := mapper.KindFor(gvr)
+	if err != nil {
+		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
+	}
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
+	}
+	return gvr, gvk, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}

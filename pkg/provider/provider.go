@@ -1,0 +1,163 @@
+// Package provider serves custom.metrics.k8s.io and external.metrics.k8s.io
+// from Prometheus: it implements custom-metrics-apiserver's
+// CustomMetricsProvider and ExternalMetricsProvider over the discovery
+// index, the compiled rules (pkg/naming) and a Prometheus querier.
+//
+// Per request it looks the metric up in the current index (never waiting
+// for discovery), lists the objects of a `*` request from an informer cache
+// (never a LIST against the API server), renders one PromQL query whose
+// length does not grow with the number of objects beyond a small
+// threshold, sends it through the coalescing Prometheus client, and turns
+// the samples into API objects with one value conversion shared by both
+// APIs (see Quantity). Failures reach the client as typed API errors: 404
+// with the reason for metrics that are not served, 503 when Prometheus
+// cannot answer, 500 when it rejects a rule's query; never a made-up 0.
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// DefaultMaxNamesInQuery is the default largest number of object names put
+// into a query's name matcher. Above it the provider asks for every object
+// of the resource in the namespace and keeps the ones it wants, so the
+// query stays a few hundred bytes whatever the number of objects.
+const DefaultMaxNamesInQuery = 20
+
+// MetricIndex is what the provider reads from a discovery result;
+// *discovery.Index implements it.
+type MetricIndex interface {
+	// Custom returns the entry serving metric for objects of gr in
+	// namespace ("" for cluster-scoped objects and namespaces).
+	Custom(gr schema.GroupResource, namespace, metric string) (discovery.Entry, bool)
+	// CustomCandidates returns the entries producing metric for gr in a
+	// scope, with the namespaces where they exist; used to explain a 404.
+	CustomCandidates(gr schema.GroupResource, namespaced bool, metric string) []discovery.Candidate
+	// External returns the entry serving external metric in namespace.
+	External(namespace, metric string) (discovery.Entry, bool)
+	// ExternalCandidates returns the entries producing external metric.
+	ExternalCandidates(metric string) []discovery.Candidate
+	// CustomMetrics and ExternalMetrics list what the index serves.
+	CustomMetrics() []cmprovider.CustomMetricInfo
+	ExternalMetrics() []cmprovider.ExternalMetricInfo
+}
+
+var _ MetricIndex = (*discovery.Index)(nil)
+
+// IndexSource adapts a function returning the current *discovery.Index
+// (nil before the first discovery) to Config.Index, keeping a nil index
+// nil (a nil *discovery.Index in a MetricIndex would not compare to nil).
+func IndexSource(current func() *discovery.Index) func() MetricIndex {
+	return func() MetricIndex {
+		if x := current(); x != nil {
+			return x
+		}
+		return nil
+	}
+}
+
+// Config is what New needs. Index, Querier, Objects and Mapper are required.
+type Config struct {
+	// Index returns the current discovery index, or nil before the first
+	// discovery completed (requests then get a 503).
+	Index func() MetricIndex
+	// Rules returns the current compiled configuration; it serves the
+	// externalQueries section. Nil serves no externalQueries.
+	Rules func() *naming.RuleSet
+	// Querier runs instant queries; pass the *prom.Client, which coalesces
+	// concurrent identical queries and enforces the per-query timeout.
+	Querier prom.Querier
+	// Objects lists the objects of `*` requests; pass an *ObjectCache.
+	Objects ObjectLister
+	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
+	// to group-version-resources and kinds; pass the cluster's RESTMapper.
+	Mapper meta.RESTMapper
+	// Clock stamps defaultValue answers, which have no sample timestamp.
+	// Nil means the real clock.
+	Clock clock.PassiveClock
+	// MaxNamesInQuery is the largest number of object names put into a
+	// query's name matcher; 0 means DefaultMaxNamesInQuery.
+	MaxNamesInQuery int
+}
+
+// Provider serves custom and external metrics from Prometheus. It is safe
+// for concurrent use and holds no per-request state.
+type Provider struct {
+	index    func() MetricIndex
+	rules    func() *naming.RuleSet
+	querier  prom.Querier
+	objects  ObjectLister
+	mapper   meta.RESTMapper
+	clock    clock.PassiveClock
+	maxNames int
+}
+
+var (
+	_ cmprovider.CustomMetricsProvider   = (*Provider)(nil)
+	_ cmprovider.ExternalMetricsProvider = (*Provider)(nil)
+)
+
+// New returns a Provider for cfg.
+func New(cfg Config) (*Provider, error) {
+	var errs []error
+	if cfg.Index == nil {
+		errs = append(errs, errors.New("provider: no index source given"))
+	}
+	if cfg.Querier == nil {
+		errs = append(errs, errors.New("provider: no Prometheus querier given"))
+	}
+	if cfg.Objects == nil {
+		errs = append(errs, errors.New("provider: no object lister given"))
+	}
+	if cfg.Mapper == nil {
+		errs = append(errs, errors.New("provider: no RESTMapper given"))
+	}
+	if cfg.MaxNamesInQuery < 0 {
+		errs = append(errs, fmt.Errorf("provider: MaxNamesInQuery %d must not be negative", cfg.MaxNamesInQuery))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		index:    cfg.Index,
+		rules:    cfg.Rules,
+		querier:  cfg.Querier,
+		objects:  cfg.Objects,
+		mapper:   cfg.Mapper,
+		clock:    cfg.Clock,
+		maxNames: cfg.MaxNamesInQuery,
+	}
+	if p.rules == nil {
+		p.rules = func() *naming.RuleSet { return nil }
+	}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
+	if p.maxNames == 0 {
+		p.maxNames = DefaultMaxNamesInQuery
+	}
+	return p, nil
+}
+
+// currentIndex returns the index, or a 503 before the first discovery.
+func (p *Provider) currentIndex() (MetricIndex, error) {
+	x := p.index()
+	if x == nil {
+		return nil, unavailable("metrics discovery has not completed yet; retry shortly")
+	}
+	return x, nil
+}
+
+// now is the timestamp of values that have no sample (defaultValue).
+func (p *Provider) now() time.Time { return p.clock.Now() }
