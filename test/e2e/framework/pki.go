@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -230,4 +231,22 @@ func newPKI(dir string) (*PKI, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// WriteServingSet writes a fresh CA (ca.crt) and a serving certificate it
+// signed (tls.crt, tls.key) for dnsNames into dir: what a tls-secret
+// deployment needs, for tests and throwaway setups.
+func WriteServingSet(dir string, dnsNames ...string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	ca, err := newCA(dir, "ca")
+	if err != nil {
+		return err
+	}
+	if len(dnsNames) == 0 {
+		return errors.New("WriteServingSet: no DNS name")
+	}
+	_, err = ca.Issue(dir, "tls", certRequest{CommonName: dnsNames[0], DNSNames: dnsNames, Server: true})
+	return err
 }

@@ -1,0 +1,131 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
+)
+
+// statusAs GETs path through the apiserver with cfg and returns the HTTP status.
+func statusAs(ctx context.Context, t *testing.T, cfg *rest.Config, path string) int {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	c.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).StatusCode(&code)
+	return code
+}
+
+// TestSecurity goes through the real aggregator: anonymous and unknown
+// clients are refused with 401/403, an authenticated user without a role with
+// 403, and a user bound to the documented ClusterRole reads metrics. The
+// adapter's own port refuses clients that did not come through the
+// aggregator, even with forged identity headers.
+func TestSecurity(t *testing.T) {
+	env, x, a := startMetricsStack(t)
+	ctx := ctxFor(t, 3*time.Minute)
+	const ns = "secure"
+	if err := env.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.FPM(ns, "web-1", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.CreateReadyPods(ctx, ns, map[string]string{"app": "web"}, time.Minute, time.Minute, "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/fpm_active_rate"
+	external := "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/http_requests_per_second"
+
+	// The metric is served to the admin first, so refusals below are about
+	// identity, not a missing metric.
+	eventually(t, ctx, 60*time.Second, "admin reads the metric", func(ctx context.Context) error {
+		_, err := getRaw(ctx, env, path)
+		return err
+	})
+
+	anonymous := &rest.Config{Host: env.APIServerURL, TLSClientConfig: rest.TLSClientConfig{CAData: env.PKI.ClusterCA.CertPEM}}
+	badToken := rest.CopyConfig(anonymous)
+	badToken.BearerToken = "not-a-valid-token"
+	alice, err := env.UserRESTConfig("alice", "developers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := env.UserRESTConfig("bob", "sre")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bob-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: framework.MetricsReaderClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "bob"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name  string
+		cfg   *rest.Config
+		path  string
+		codes []int
+	}{
+		{name: "anonymous", cfg: anonymous, path: path, codes: []int{http.StatusUnauthorized, http.StatusForbidden}},
+		{name: "anonymous external", cfg: anonymous, path: external, codes: []int{http.StatusUnauthorized, http.StatusForbidden}},
+		{name: "invalid token", cfg: badToken, path: path, codes: []int{http.StatusUnauthorized}},
+		{name: "user without role", cfg: alice, path: path, codes: []int{http.StatusForbidden}},
+		{name: "user without role, external", cfg: alice, path: external, codes: []int{http.StatusForbidden}},
+		{name: "user with the metrics-reader ClusterRole", cfg: bob, path: path, codes: []int{http.StatusOK}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var code int
+			// RBAC bindings reach the authorizer's cache within a moment.
+			eventually(t, ctx, 20*time.Second, tc.name, func(ctx context.Context) error {
+				code = statusAs(ctx, t, tc.cfg, tc.path)
+				for _, c := range tc.codes {
+					if code == c {
+						return nil
+					}
+				}
+				return errorf("HTTP %d, want one of %v", code, tc.codes)
+			})
+		})
+	}
+
+	t.Run("adapter port refuses direct clients", func(t *testing.T) {
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback test server
+		}}
+		for _, forged := range []bool{false, true} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if forged {
+				req.Header.Set("X-Remote-User", "system:admin")
+				req.Header.Set("X-Remote-Group", "system:masters")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+				t.Errorf("direct request (forged headers: %v) = HTTP %d, want 401 or 403", forged, resp.StatusCode)
+			}
+		}
+	})
+}
