@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# manifests.sh (make manifests): render deploy/base and every overlay with
+# `kubectl kustomize` into _output/manifests/<name>.yaml.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+OUT=$ROOT/_output/manifests
+KUBECTL=${KUBECTL:-${PROMSCALER_TOOLS_DIR:-$ROOT/.cache/tools}/kubectl}
+if [[ ! -x $KUBECTL ]]; then
+  KUBECTL=$(command -v kubectl || true)
+  [[ -n $KUBECTL ]] || { echo "manifests.sh: no kubectl (run make tools, or set KUBECTL)" >&2; exit 1; }
+fi
+mkdir -p "$OUT"
+render() { # name dir
+  "$KUBECTL" kustomize "$2" >"$OUT/$1.yaml"
+  echo ">> $OUT/$1.yaml ($(grep -c '^kind:' "$OUT/$1.yaml") objects)"
+}
+render base deploy/base
+for d in deploy/overlays/*/; do
+  name=$(basename "$d")
+  if [[ $name == tls-secret && ! -f $d/certs/tls.crt ]]; then
+    # The overlay reads your certificate from certs/; render it with a
+    # throwaway set so the output shows its shape.
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cp -r deploy "$tmp/"
+    go run ./test/cmd/gencerts -out "$tmp/deploy/overlays/tls-secret/certs" >/dev/null
+    render "$name" "$tmp/deploy/overlays/tls-secret"
+    echo "   (tls-secret rendered with a throwaway certificate: put yours in $d/certs/)"
+    continue
+  fi
+  render "$name" "$d"
+done
