@@ -47,7 +47,9 @@ type DiscoveryRule struct {
 // RegexFilter keeps series whose name matches Is, or drops those matching
 // IsNot. Exactly one of the two is set.
 type RegexFilter struct {
-	Is    string `yaml:"is,omitempty"`
+	// Is keeps the series whose name matches this regular expression.
+	Is string `yaml:"is,omitempty"`
+	// IsNot drops the series whose name matches this regular expression.
 	IsNot string `yaml:"isNot,omitempty"`
 }
 
@@ -65,7 +67,9 @@ type ResourceMapping struct {
 
 // GroupResource names a Kubernetes resource; Group "" is the core group.
 type GroupResource struct {
-	Group    string `yaml:"group,omitempty"`
+	// Group is the API group, e.g. "apps"; "" for the core group.
+	Group string `yaml:"group,omitempty"`
+	// Resource is the resource, singular or plural ("pod" or "pods").
 	Resource string `yaml:"resource"`
 }
 
@@ -80,7 +84,9 @@ type NameMapping struct {
 
 // ResourceRules configure resource metrics (CPU and memory).
 type ResourceRules struct {
-	CPU    ResourceRule `yaml:"cpu"`
+	// CPU serves CPU usage, in cores.
+	CPU ResourceRule `yaml:"cpu"`
+	// Memory serves memory usage, in bytes.
 	Memory ResourceRule `yaml:"memory"`
 	// Window is the Prometheus duration (e.g. "5m") handed to the templates
 	// as .Window and reported as the API window.
@@ -89,10 +95,14 @@ type ResourceRules struct {
 
 // ResourceRule configures one resource (CPU or memory).
 type ResourceRule struct {
-	ContainerQuery string          `yaml:"containerQuery"`
-	NodeQuery      string          `yaml:"nodeQuery"`
-	Resources      ResourceMapping `yaml:"resources"`
-	ContainerLabel string          `yaml:"containerLabel,omitempty"`
+	// ContainerQuery is the query template for the containers of pods.
+	ContainerQuery string `yaml:"containerQuery"`
+	// NodeQuery is the query template for nodes.
+	NodeQuery string `yaml:"nodeQuery"`
+	// Resources maps series labels to nodes, namespaces and pods.
+	Resources ResourceMapping `yaml:"resources"`
+	// ContainerLabel is the label holding the container name.
+	ContainerLabel string `yaml:"containerLabel,omitempty"`
 }
 
 // ExternalQuery is a promscaler addition: an external metric answered by a
