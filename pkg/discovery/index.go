@@ -328,6 +328,8 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 	if l, err := r.Resources().LabelForResource(naming.NamespaceResource); err == nil {
 		nsLabel = l
 	}
+	lr := labelResolver{m: r.Resources(), cache: map[model.LabelName]labelResource{}}
+	var buf []schema.GroupResource
 	for _, s := range series {
 		nr, seen := names[s.Name]
 		if !seen {
@@ -348,7 +350,8 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 			b.addExternal(r, s.Name, nr.metric, ns)
 			continue
 		}
-		resources, namespaced := r.ResourcesForSeries(s.Labels)
+		resources, namespaced := lr.resources(s.Labels, buf[:0])
+		buf = resources
 		for _, gr := range resources {
 			k := customKey{gr: gr, namespaced: namespaced && !b.clusterScoped(gr), metric: nr.metric}
 			c := b.candidate(b.customMap(k), r, s.Name)
@@ -357,6 +360,43 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 			}
 		}
 	}
+}
+
+// labelResource is a memoised ResourceMapper.ResourceForLabel answer.
+type labelResource struct {
+	gr schema.GroupResource
+	ok bool
+}
+
+// labelResolver is naming.Rule.ResourcesForSeries with a per-build cache in
+// a plain map and no allocation per series: discovery maps many rows with the
+// same few label names.
+type labelResolver struct {
+	m     *naming.ResourceMapper
+	cache map[model.LabelName]labelResource
+}
+
+// resources appends to buf the distinct resources the labels map to, in
+// ResourcesForSeries' order, and whether one of them is namespaces.
+func (l *labelResolver) resources(lbls model.LabelSet, buf []schema.GroupResource) ([]schema.GroupResource, bool) {
+	namespaced := false
+	for name := range lbls {
+		lr, ok := l.cache[name]
+		if !ok {
+			lr.gr, lr.ok = l.m.ResourceForLabel(string(name))
+			l.cache[name] = lr
+		}
+		if !lr.ok {
+			continue
+		}
+		if lr.gr == naming.NamespaceResource {
+			namespaced = true
+		}
+		if !slices.Contains(buf, lr.gr) {
+			buf = append(buf, lr.gr)
+		}
+	}
+	return buf, namespaced
 }
 
 func (b *builder) addExternal(r *naming.Rule, series, metric, ns string) {
