@@ -344,7 +344,9 @@ func TestQueryTemplates(t *testing.T) {
 		{"range over a variable", "<<$n := 5>><<range $n>>x<<end>>", "range over \"$n\" is not allowed"},
 		{"range in a define", "<<define \"a\">><<range 9>>x<<end>><<end>>x", "range over \"9\" is not allowed"},
 		{"output bomb", `<<range .GroupBySlice>><<printf "%0100000d" 1>><<end>>`, "renders more than 64 KiB"},
-		{"recursion", `<<define "r">><<template "r" .>><<end>><<template "r" .>>`, "exceeded maximum template depth"},
+		{"recursion", `<<define "r">><<template "r" .>><<end>><<template "r" .>>`, `template "r" calls itself`},
+		{"mutual recursion", `<<define "a">><<if .Series>><<template "b" .>><<end>><<end>><<define "b">><<template "a" .>><<end>>x<<template "a" .>>`, "calls itself"},
+		{"undefined template", `<<template "nope" .>>`, `template "nope" not defined`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := checkQueryTemplate("metricsQuery", tc.query, discoveryQuery, "")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -163,6 +164,7 @@ func parseTemplate(name, text string) (*template.Template, *templateProblem) {
 		p.msg = "template does not parse: " + p.msg
 		return nil, &p
 	}
+	calls := map[string][]string{}
 	for _, sub := range t.Templates() {
 		if sub.Tree == nil {
 			continue
@@ -170,8 +172,74 @@ func parseTemplate(name, text string) (*template.Template, *templateProblem) {
 		if p := checkRanges(sub.Tree.Root, text); p != nil {
 			return nil, p
 		}
+		calls[sub.Name()] = templateCalls(sub.Tree.Root, nil)
+	}
+	if cycle := findCycle(calls); cycle != "" {
+		return nil, &templateProblem{msg: fmt.Sprintf("template %q calls itself; recursion is not allowed in query templates", cycle), col: -1}
 	}
 	return t, nil
+}
+
+// templateCalls lists the names of the templates invoked ({{template "x"}})
+// under n.
+func templateCalls(n parse.Node, out []string) []string {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return out
+		}
+		for _, c := range n.Nodes {
+			out = templateCalls(c, out)
+		}
+	case *parse.TemplateNode:
+		out = append(out, n.Name)
+	case *parse.IfNode:
+		out = templateCalls(n.ElseList, templateCalls(n.List, out))
+	case *parse.RangeNode:
+		out = templateCalls(n.ElseList, templateCalls(n.List, out))
+	case *parse.WithNode:
+		out = templateCalls(n.ElseList, templateCalls(n.List, out))
+	}
+	return out
+}
+
+// findCycle returns the name of a template that can reach itself through
+// template calls, or "".
+func findCycle(calls map[string][]string) string {
+	const (
+		unvisited = iota
+		active
+		done
+	)
+	state := map[string]int{}
+	var visit func(name string) string
+	visit = func(name string) string {
+		switch state[name] {
+		case active:
+			return name
+		case done:
+			return ""
+		}
+		state[name] = active
+		for _, c := range calls[name] {
+			if found := visit(c); found != "" {
+				return found
+			}
+		}
+		state[name] = done
+		return ""
+	}
+	names := make([]string, 0, len(calls))
+	for name := range calls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if found := visit(name); found != "" {
+			return found
+		}
+	}
+	return ""
 }
 
 // checkRanges rejects "range" over anything but data (a field, a variable's
