@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
@@ -19,12 +20,12 @@ import (
 // "<<.Series>>{<<.LabelMatchers>>}" must parse back to exactly the intended
 // matchers, the name regexp matching exactly the requested names.
 func FuzzRenderQuery(f *testing.F) {
-	f.Add(seedQuery, "abtest", "a", "b")
-	f.Add(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)`, "default", "web.1", "web-2")
-	f.Add(`<<index .LabelValuesByName "pod_name">> <<index .GroupBySlice 0>> <<len .GroupBySlice>>`, "", `a"}`, `.*`)
-	f.Add(`<<index .GroupBySlice 5>>`, "x", "\n", `\`)
-	f.Add(`<<define "x">><<template "x" .>><<end>><<template "x" .>>`, "ns", "a", "a")
-	f.Add(`<<.Nope>>`, "ns", "a|b", "(")
+	f.Add(seedQuery, "pm_status", "abtest", "a", "b")
+	f.Add(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)`, "job:rate5m", "default", "web.1", "web-2")
+	f.Add(`<<index .LabelValuesByName "pod_name">> <<index .GroupBySlice 0>> <<len .GroupBySlice>>`, `x{a="b"}`, "", `a"}`, `.*`)
+	f.Add(`<<index .GroupBySlice 5>>`, "my.metric", "x", "\n", `\`)
+	f.Add(`<<define "x">><<template "x" .>><<end>><<template "x" .>>`, "", "ns", "a", "a")
+	f.Add(`<<.Nope>>`, "up", "ns", "a|b", "(")
 	mapper := kubemapper.New()
 	fixed := seedRule()
 	fixed.MetricsQuery = `<<.Series>>{<<.LabelMatchers>>}`
@@ -33,30 +34,36 @@ func FuzzRenderQuery(f *testing.F) {
 		f.Fatal(err)
 	}
 	fixedRule := fixedSet.CustomRules()[0]
-	f.Fuzz(func(t *testing.T, tmpl, namespace, name1, name2 string) {
+	f.Fuzz(func(t *testing.T, tmpl, seriesName, namespace, name1, name2 string) {
 		// Part 1: arbitrary templates. Loops over huge ranges are slow, not
 		// unsafe (output is bounded by MaxQueryBytes); keep the fuzzer fast.
 		if !strings.Contains(tmpl, "range") && len(tmpl) < 4096 {
 			rule := seedRule()
 			rule.MetricsQuery = tmpl
 			if rs, err := Compile(&config.Config{Rules: []config.DiscoveryRule{rule}}, mapper); err == nil {
-				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, Names: []string{name1, name2}})
-				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, AllObjects: true})
+				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, Names: []string{name1, name2}})
+				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, AllObjects: true})
 			}
 		}
 
 		// Part 2: values never change the query's meaning.
 		names := []string{name1, name2}
-		q, err := fixedRule.QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: namespace, Names: names})
+		if seriesName == "" {
+			seriesName = "pm_status"
+		}
+		q, err := fixedRule.QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, Names: names})
 		if err != nil {
-			return // invalid UTF-8 is refused, with an error
+			if ValidMetricName(seriesName) && utf8.ValidString(namespace) && utf8.ValidString(name1) && utf8.ValidString(name2) {
+				t.Fatalf("valid request refused: %v", err)
+			}
+			return // invalid series names and invalid UTF-8 are refused
 		}
 		series, ms, err := parseVectorSelector(q.Expr)
 		if err != nil {
 			t.Fatalf("rendered %s does not parse: %v", q.Expr, err)
 		}
-		if series != "pm_status" {
-			t.Fatalf("series = %q", series)
+		if series != seriesName || !ValidMetricName(series) {
+			t.Fatalf("series = %q, want %q", series, seriesName)
 		}
 		var want []Matcher
 		if namespace != "" {

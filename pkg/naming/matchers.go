@@ -26,6 +26,11 @@ var (
 	// ErrInvalidLabelValue is returned for a value that cannot be a
 	// Prometheus label value (not valid UTF-8).
 	ErrInvalidLabelValue = errors.New("invalid Prometheus label value")
+	// ErrInvalidMetricName is returned when a series name handed to a query
+	// template is not a classic Prometheus metric name
+	// ([a-zA-Z_:][a-zA-Z0-9_:]*): Prometheus 3 accepts arbitrary UTF-8 names,
+	// which written bare into a query could change its meaning.
+	ErrInvalidMetricName = errors.New("invalid Prometheus metric name")
 	// ErrUnsupportedSelector is returned for a label selector that cannot be
 	// expressed as PromQL matchers (e.g. labels.Nothing()).
 	ErrUnsupportedSelector = errors.New("unsupported label selector")
@@ -98,6 +103,31 @@ func ValidLabelName(name string) bool {
 		}
 	}
 	return true
+}
+
+// ValidMetricName reports whether name is a classic Prometheus metric name,
+// safe to write bare into a query: [a-zA-Z_:][a-zA-Z0-9_:]*.
+func ValidMetricName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', c == ':', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func checkSeriesName(name string) error {
+	if name != "" && !ValidMetricName(name) {
+		return fmt.Errorf("%w: series %q (must match [a-zA-Z_:][a-zA-Z0-9_:]*)", ErrInvalidMetricName, name)
+	}
+	return nil
 }
 
 func checkLabelName(name string) error {

@@ -140,6 +140,17 @@ func TestValidLabelName(t *testing.T) {
 	}
 }
 
+func TestValidMetricName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"up": true, "http_requests_total": true, "job:rate5m": true, "_x": true, ":x": true,
+		"": false, "9up": false, "my.metric": false, "a-b": false, `x{a="b"}`: false, "é": false,
+	} {
+		if got := ValidMetricName(name); got != want {
+			t.Errorf("ValidMetricName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestOneOf(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -19,7 +19,8 @@ var ErrNoObjects = errors.New("no object names given")
 // CustomRequest is what a custom metrics query is rendered for: one series
 // of a rule, a resource, and the objects of that resource.
 type CustomRequest struct {
-	// Series is the Prometheus series name (not the API metric name).
+	// Series is the Prometheus series name (not the API metric name). It
+	// must be a classic metric name (ErrInvalidMetricName otherwise) or "".
 	Series string
 	// Resource is the normalised (plural) group-resource of the objects.
 	Resource schema.GroupResource
@@ -43,8 +44,10 @@ type CustomRequest struct {
 
 // ExternalRequest is what an external metrics query is rendered for.
 type ExternalRequest struct {
-	// Series is the Prometheus series name (not the API metric name). It is
-	// ignored by externalQueries, which render .Series as the metric name.
+	// Series is the Prometheus series name (not the API metric name). It
+	// must be a classic metric name (ErrInvalidMetricName otherwise) or "".
+	// It is ignored by externalQueries, which render .Series as the
+	// configured metric name.
 	Series string
 	// Namespace of the request; applied as a matcher only when the rule is
 	// namespaced.

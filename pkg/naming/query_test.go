@@ -323,6 +323,12 @@ func TestQueryErrors(t *testing.T) {
 		{"no metricsQuery", func() (Query, error) {
 			return custom[3].QueryForSeries(CustomRequest{Series: "x", Resource: pods, Namespace: "default", Names: []string{"a"}})
 		}, nil, "rules[3]: the rule has no metricsQuery"},
+		{"series name that would change the query", func() (Query, error) {
+			return custom[0].QueryForSeries(CustomRequest{Series: `x{a="b"} or vector(1) #`, Resource: pods, Namespace: "abtest", Names: []string{"a"}})
+		}, ErrInvalidMetricName, `rules[0]: invalid Prometheus metric name: series "x{a=\"b\"} or vector(1) #"`},
+		{"utf-8 series name in an external rule", func() (Query, error) {
+			return ext.QueryForExternalSeries(ExternalRequest{Series: "my.metric"})
+		}, ErrInvalidMetricName, `externalRules[0]: invalid Prometheus metric name`},
 		{"custom query on external rule", func() (Query, error) {
 			return ext.QueryForSeries(CustomRequest{Series: "q", Resource: pods, Names: []string{"a"}})
 		}, nil, "externalRules[0]: QueryForSeries called on an external rule"},

@@ -156,6 +156,9 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if r.query == nil {
 		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
 	}
+	if err := checkSeriesName(req.Series); err != nil {
+		return Query{}, fmt.Errorf("%s: %w", r.path, err)
+	}
 	ms, resLabel, nsLabel, err := objectMatchers(r.resources, req.MetricSelector, req.Resource, req.Namespace, req.Names, req.AllObjects)
 	if err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
@@ -181,6 +184,9 @@ func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	}
 	if r.query == nil {
 		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
+	}
+	if err := checkSeriesName(req.Series); err != nil {
+		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
 	nsLabel := ""
 	if r.namespaced && req.Namespace != "" {
