@@ -293,6 +293,24 @@ func TestWarnings(t *testing.T) {
 		in:   "externalQueries:\n- name: q\n  query: sum(x)\n  namespaceLabel: ns\n",
 		want: []string{"c.yaml:4:19: externalQueries[0].namespaceLabel: namespaceLabel has no effect because namespaced is not true (hint: set namespaced: true to use it)"},
 	}, {
+		name: "two labels for one resource",
+		in:   "rules:\n- seriesQuery: up\n  resources:\n    overrides:\n      pod: {resource: pod}\n      pod_name: {resource: pods}\n      ingress: {resource: ingress, group: networking.k8s.io}\n      ing: {resource: ingresses, group: networking.k8s.io}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{
+			"c.yaml:5:7: rules[0].resources.overrides: labels ing, ingress all map to ingresses.networking.k8s.io, so which one a query matches on is ambiguous (hint: keep one override per resource)",
+			"c.yaml:5:7: rules[0].resources.overrides: labels pod, pod_name all map to pod, so which one a query matches on is ambiguous (hint: keep one override per resource)",
+		},
+	}, {
+		name: "series name rejected by a filter",
+		in:   "rules:\n- seriesQuery: 'http_requests_total{pod!=\"\"}'\n  seriesFilters: [{isNot: '_total$'}]\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:3:19: rules[0].seriesFilters[0]: this filter drops "http_requests_total", the only series name seriesQuery selects, so the rule serves no metric`},
+	}, {
+		name: "series name rejected by name.matches",
+		in:   "rules:\n- seriesQuery: '{__name__=\"pm_status\",pod!=\"\"}'\n  name: {matches: '^(.*)_total$'}\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:3:19: rules[0].name.matches: name.matches does not match "pm_status", the only series name seriesQuery selects, so the rule serves no metric`},
+	}, {
+		name: "regex name selector is not checked",
+		in:   "rules:\n- seriesQuery: '{__name__=~\"pm_.*\"}'\n  name: {matches: '^(.*)_total$'}\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
+	}, {
 		name: "unbalanced series query",
 		in:   "externalRules:\n- seriesQuery: '{__name__=\"up\"'\n  metricsQuery: sum(<<.Series>>)\n",
 		want: []string{`c.yaml:2:16: externalRules[0].seriesQuery: seriesQuery has unbalanced brackets ('{' is never closed), so Prometheus will reject it`},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -194,6 +195,7 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 	}
 	ch.mapping(KeyPath(path, "resources"), &r.Resources, external, false)
 	ch.name(KeyPath(path, "name"), r.Name)
+	ch.fixedSeriesName(path, r)
 	qp := KeyPath(path, "metricsQuery")
 	if ch.defaulted(qp) {
 		ch.warnf(qp, "set metricsQuery explicitly",
@@ -206,6 +208,54 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 		ch.queryTemplate(qp, "metricsQuery", r.MetricsQuery, discoveryQuery, "")
 	}
 	ch.quantity(KeyPath(path, "defaultValue"), r.DefaultValue)
+}
+
+var (
+	// bareNameRE finds the metric name of "name{...}" selectors.
+	bareNameRE = regexp.MustCompile(`^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{|$)`)
+	// exactNameRE finds an equality matcher on __name__.
+	exactNameRE = regexp.MustCompile(`(?:^|[{,\s])__name__\s*=\s*("(?:[^"\\]|\\.)*")`)
+)
+
+// fixedSeriesName warns when seriesQuery selects a single series name
+// that the rule's own filters or name.matches then reject: such a rule
+// serves nothing, whatever Prometheus holds.
+func (ch *checker) fixedSeriesName(path string, r *DiscoveryRule) {
+	name := ""
+	if m := bareNameRE.FindStringSubmatch(r.SeriesQuery); m != nil {
+		name = m[1]
+	} else if m := exactNameRE.FindStringSubmatch(r.SeriesQuery); m != nil {
+		unq, err := strconv.Unquote(m[1])
+		if err != nil {
+			return
+		}
+		name = unq
+	}
+	if name == "" {
+		return
+	}
+	for j, f := range r.SeriesFilters {
+		expr, keep := f.Is, true
+		if expr == "" {
+			expr, keep = f.IsNot, false
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil || expr == "" || f.Is != "" && f.IsNot != "" {
+			continue
+		}
+		if re.MatchString(name) != keep {
+			ch.warnf(IndexPath(KeyPath(path, "seriesFilters"), j), "",
+				"this filter drops %q, the only series name seriesQuery selects, so the rule serves no metric", name)
+			return
+		}
+	}
+	if r.Name.Matches == "" {
+		return
+	}
+	if re, err := regexp.Compile(r.Name.Matches); err == nil && !re.MatchString(name) {
+		ch.warnf(KeyPath(KeyPath(path, "name"), "matches"), "",
+			"name.matches does not match %q, the only series name seriesQuery selects, so the rule serves no metric", name)
+	}
 }
 
 func (ch *checker) filter(path string, f RegexFilter) {
@@ -254,6 +304,23 @@ func (ch *checker) mapping(path string, m *ResourceMapping, external, resourceRu
 			ch.errorf(KeyPath(p, "resource"), `e.g. `+label+`: {resource: "pod"}`, "override of label %q names no resource", label)
 		}
 	}
+	byResource := map[string][]string{}
+	for _, label := range keys {
+		gr := m.Overrides[label]
+		if strings.TrimSpace(gr.Resource) == "" {
+			continue
+		}
+		k := strings.ToLower(gr.Group) + "/" + singular(strings.ToLower(gr.Resource))
+		byResource[k] = append(byResource[k], label)
+	}
+	for _, label := range keys {
+		gr := m.Overrides[label]
+		k := strings.ToLower(gr.Group) + "/" + singular(strings.ToLower(gr.Resource))
+		if labels := byResource[k]; len(labels) > 1 && labels[0] == label {
+			ch.warnf(op, "keep one override per resource",
+				"labels %s all map to %s, so which one a query matches on is ambiguous", strings.Join(labels, ", "), groupResource(gr))
+		}
+	}
 	if m.Namespaced != nil && !external {
 		what := "rules (custom metrics)"
 		if resourceRule {
@@ -266,6 +333,27 @@ func (ch *checker) mapping(path string, m *ResourceMapping, external, resourceRu
 		ch.warnf(path, `e.g. resources: {template: "<<.Resource>>"} or overrides`,
 			"resources maps no label to a Kubernetes resource (no template, no overrides), so this rule serves no metric")
 	}
+}
+
+// singular strips the plural ending of a resource name well enough to tell
+// "pod" and "pods", "ingress" and "ingresses" apart from distinct resources.
+func singular(r string) string {
+	switch {
+	case strings.HasSuffix(r, "sses"), strings.HasSuffix(r, "xes"), strings.HasSuffix(r, "ches"):
+		return strings.TrimSuffix(r, "es")
+	case strings.HasSuffix(r, "ies"):
+		return strings.TrimSuffix(r, "ies") + "y"
+	case strings.HasSuffix(r, "s") && !strings.HasSuffix(r, "ss"):
+		return strings.TrimSuffix(r, "s")
+	}
+	return r
+}
+
+func groupResource(gr GroupResource) string {
+	if gr.Group == "" {
+		return gr.Resource
+	}
+	return gr.Resource + "." + gr.Group
 }
 
 // nameRefRE matches the $name / ${name} references of a regexp expansion
