@@ -253,7 +253,9 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 		}
 		p := KeyPath(path, rk.Value)
 		if first, dup := seen[rk.Value]; dup {
-			d.fail(k, p, "", "duplicate key %q (first set at line %d)", rk.Value, first.Line)
+			// Only the first value is decoded, so its validation errors
+			// still stand: record the problem without marking the path bad.
+			d.errorf(k, p, "", "duplicate key %q (first set at line %d)", rk.Value, first.Line)
 			continue
 		}
 		seen[rk.Value] = k

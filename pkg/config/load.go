@@ -41,9 +41,10 @@ func Load(path string) (*Config, error) {
 // of the wrong kind, is an error. An empty document is a valid configuration
 // with no rules.
 //
-// On failure the error is an ErrorList holding every problem found (YAML
-// syntax errors stop decoding, so they come alone), each with its path and
-// line and column, and the returned Config is nil. Harmless oddities are not
+// On failure the error is an ErrorList holding every problem found, each
+// with its path, line and column (YAML syntax errors stop decoding, so they
+// come without the problems decoding and validation would find), and the
+// returned Config is nil. Harmless oddities are not
 // errors; see (*Config).Warnings.
 //
 // A rule without metricsQuery gets DefaultMetricsQuery (recorded in
