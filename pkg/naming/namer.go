@@ -108,6 +108,9 @@ func compileNamer(filters []config.RegexFilter, name config.NameMapping) (*metri
 // dropReason returns "" when the series name passes every filter, else why
 // it is dropped.
 func (n *metricNamer) dropReason(name string) string {
+	if !ValidMetricName(name) {
+		return fmt.Sprintf("the series name %q is not a classic Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), so no query could use it", name)
+	}
 	for _, f := range n.filters {
 		if f.passes(name) {
 			continue
@@ -121,6 +124,9 @@ func (n *metricNamer) dropReason(name string) string {
 }
 
 func (n *metricNamer) keeps(name string) bool {
+	if !ValidMetricName(name) {
+		return false
+	}
 	for _, f := range n.filters {
 		if !f.passes(name) {
 			return false

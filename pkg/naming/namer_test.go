@@ -60,6 +60,7 @@ func TestSeriesFilters(t *testing.T) {
 		{"container_network_receive_seconds_total", `seriesFilters[0].isNot "^container_network_.*" matches it`},
 		{"node_cpu_seconds_total", `seriesFilters[1].is "^container_" does not match it`},
 		{"container_memory_bytes", `name.matches "^(.*)_seconds_total$" does not match it`},
+		{"container.cpu_seconds_total", `the series name "container.cpu_seconds_total" is not a classic Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), so no query could use it`},
 	}
 	var all []Series
 	var kept []Series

@@ -106,7 +106,8 @@ func (r *Rule) DefaultValue() (string, bool) {
 func (r *Rule) Resources() *ResourceMapper { return r.resources }
 
 // KeepSeries reports whether a series name passes the rule's seriesFilters
-// (all, in order) and name.matches.
+// (all, in order) and name.matches. A name that is not a classic metric
+// name (see ValidMetricName) is never kept: no query could use it safely.
 func (r *Rule) KeepSeries(seriesName string) bool { return r.namer.keeps(seriesName) }
 
 // DropReason returns "" when the series name is kept, else which filter
