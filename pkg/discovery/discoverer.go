@@ -1,0 +1,516 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// Prometheus is what discovery asks Prometheus: instant queries (the
+// grouped strategy), series lists (the series strategy and fallback) and
+// label names (to find the labels a resources.template maps). *prom.Client
+// implements it.
+type Prometheus interface {
+	prom.Querier
+	prom.SeriesLister
+	prom.LabelNamesLister
+}
+
+// Strategy is how discovery asks Prometheus for a seriesQuery.
+type Strategy int
+
+const (
+	// StrategyGrouped (the default) sends one instant query per distinct
+	// seriesQuery,
+	//
+	//	count by (__name__, <resource labels>) (last_over_time(SERIES_QUERY[MAX_AGE]))
+	//
+	// so Prometheus answers one row per distinct (series name, resource
+	// labels) combination instead of every series with every label. The
+	// resource labels are the rules' override labels, their namespace
+	// label and, for rules with a resources.template, the label names
+	// (/api/v1/labels with match[]) the template maps to a resource. When
+	// the backend rejects the query or drops __name__, that seriesQuery falls
+	// back to StrategySeries for the Discoverer's lifetime (logged once).
+	StrategyGrouped Strategy = iota
+	// StrategySeries lists every series with /api/v1/series, as
+	// prometheus-adapter does.
+	StrategySeries
+)
+
+// String returns "grouped" or "series".
+func (s Strategy) String() string {
+	switch s {
+	case StrategyGrouped:
+		return "grouped"
+	case StrategySeries:
+		return "series"
+	default:
+		return fmt.Sprintf("Strategy(%d)", int(s))
+	}
+}
+
+// DefaultConcurrency is the number of seriesQueries asked in parallel when
+// Options.Concurrency is zero.
+const DefaultConcurrency = 4
+
+// Options configure a Discoverer. Prometheus, Rules and Interval are
+// required.
+type Options struct {
+	// Prometheus answers discovery requests. Give it a per-call timeout
+	// suited to discovery (prom.Client.WithTimeout).
+	Prometheus Prometheus
+	// Rules is the compiled configuration; SetRules swaps it later.
+	Rules *naming.RuleSet
+	// Interval is the relist interval (--metrics-relist-interval).
+	Interval time.Duration
+	// MaxAge is how far back series are looked for (--metrics-max-age);
+	// zero means Interval.
+	MaxAge time.Duration
+	// Strategy chooses how Prometheus is asked; the zero value is
+	// StrategyGrouped.
+	Strategy Strategy
+	// Concurrency bounds the seriesQueries asked in parallel; zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// Scoper says which resources are cluster-scoped; nil means
+	// DefaultScoper. Give MapperScoper with the server's RESTMapper.
+	Scoper Scoper
+	// Clock drives the relist ticker and the retry delay before the first
+	// complete discovery; nil means the real clock.
+	Clock clock.WithTicker
+	// Metrics records discovery metrics; nil creates a private set.
+	Metrics *metrics.Metrics
+}
+
+// Discoverer runs discovery: once when Run starts, then every Interval and
+// whenever SetRules installs a new rule set; before the first complete
+// discovery it retries sooner (1 s, doubling up to Interval). Each pass asks
+// every distinct seriesQuery once, builds a new Index and publishes it
+// atomically. A seriesQuery that fails keeps its last good answer (the
+// rules using it keep serving what they served); the failure is logged once
+// per pass and counted per rule.
+//
+// Index, Ready and Checker are safe to call from any goroutine and never
+// wait for discovery.
+type Discoverer struct {
+	prom        Prometheus
+	interval    time.Duration
+	maxAge      time.Duration
+	strategy    Strategy
+	concurrency int
+	scoper      Scoper
+	clock       clock.WithTicker
+	metrics     *metrics.Metrics
+
+	rules   atomic.Pointer[naming.RuleSet]
+	index   atomic.Pointer[Index]
+	ready   atomic.Bool
+	lastErr atomic.Pointer[string]
+	trigger chan struct{}
+
+	// Owned by the goroutine running passes (mu serialises RunOnce callers).
+	mu        sync.Mutex
+	lastGood  map[string]fetchResult
+	conflicts map[string]bool
+
+	fbMu     sync.Mutex
+	fellBack map[string]bool // plan keys using StrategySeries
+}
+
+// fetchResult is one seriesQuery's answer.
+type fetchResult struct {
+	rows   []naming.Series
+	series int // series behind the rows (sum of counts for grouped rows)
+}
+
+// New builds a Discoverer from opts. It does not start discovery: call Run.
+func New(opts Options) (*Discoverer, error) {
+	var errs []error
+	if opts.Prometheus == nil {
+		errs = append(errs, errors.New("discovery: no Prometheus client"))
+	}
+	if opts.Rules == nil {
+		errs = append(errs, errors.New("discovery: no rule set"))
+	}
+	if opts.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("discovery: relist interval must be positive, got %s", opts.Interval))
+	}
+	if opts.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("discovery: max age must not be negative, got %s", opts.MaxAge))
+	}
+	if opts.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("discovery: concurrency must not be negative, got %d", opts.Concurrency))
+	}
+	if opts.Strategy != StrategyGrouped && opts.Strategy != StrategySeries {
+		errs = append(errs, fmt.Errorf("discovery: unknown strategy %d", opts.Strategy))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	d := &Discoverer{
+		prom:        opts.Prometheus,
+		interval:    opts.Interval,
+		maxAge:      opts.MaxAge,
+		strategy:    opts.Strategy,
+		concurrency: opts.Concurrency,
+		scoper:      opts.Scoper,
+		clock:       opts.Clock,
+		metrics:     opts.Metrics,
+		trigger:     make(chan struct{}, 1),
+		lastGood:    map[string]fetchResult{},
+		fellBack:    map[string]bool{},
+		conflicts:   map[string]bool{},
+	}
+	if d.maxAge == 0 {
+		d.maxAge = d.interval
+	}
+	if d.concurrency == 0 {
+		d.concurrency = DefaultConcurrency
+	}
+	if d.scoper == nil {
+		d.scoper = DefaultScoper{}
+	}
+	if d.clock == nil {
+		d.clock = clock.RealClock{}
+	}
+	if d.metrics == nil {
+		d.metrics = metrics.New()
+	}
+	d.rules.Store(opts.Rules)
+	d.index.Store(EmptyIndex())
+	msg := "no discovery has completed yet"
+	d.lastErr.Store(&msg)
+	return d, nil
+}
+
+// Index returns the current index (an empty one before the first
+// discovery). It never blocks.
+func (d *Discoverer) Index() *Index { return d.index.Load() }
+
+// Ready reports whether a complete discovery has been published: every
+// seriesQuery was answered (a query Prometheus rejects as invalid counts as
+// answered: retrying cannot fix it). It stays true afterwards, since later
+// failures keep the last good results.
+func (d *Discoverer) Ready() bool { return d.ready.Load() }
+
+// Checker returns a readiness check named "discovery" for the API server's
+// /readyz, failing until Ready.
+func (d *Discoverer) Checker() healthz.HealthChecker {
+	return healthz.NamedCheck("discovery", func(*http.Request) error {
+		if d.Ready() {
+			return nil
+		}
+		return fmt.Errorf("metrics discovery has not completed: %s", *d.lastErr.Load())
+	})
+}
+
+// Rules returns the rule set discovery currently uses.
+func (d *Discoverer) Rules() *naming.RuleSet { return d.rules.Load() }
+
+// SetRules installs a new rule set (a configuration reload) and asks the
+// running loop to relist now. The published index keeps serving the old
+// rules until that relist completes.
+func (d *Discoverer) SetRules(rs *naming.RuleSet) {
+	if rs == nil {
+		return
+	}
+	d.rules.Store(rs)
+	select {
+	case d.trigger <- struct{}{}:
+	default: // a relist is already pending
+	}
+}
+
+// Run discovers once, then every Interval (or sooner, see Discoverer),
+// until ctx is done.
+func (d *Discoverer) Run(ctx context.Context) {
+	ticker := d.clock.NewTicker(d.interval)
+	defer ticker.Stop()
+	retry := time.Second
+	for {
+		_ = d.RunOnce(ctx)
+		var retryC <-chan time.Time
+		if !d.Ready() {
+			retryC = d.clock.After(retry)
+			retry = min(2*retry, d.interval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		case <-d.trigger:
+		case <-retryC:
+		}
+	}
+}
+
+// plan is one distinct seriesQuery and what it is asked for.
+type plan struct {
+	seriesQuery string
+	rules       []*naming.Rule
+	labels      []string // fixed resource labels, sorted
+	template    bool     // some custom rule maps labels with a template
+	key         string   // seriesQuery and labels: the lastGood key
+}
+
+func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
+	var out []*plan
+	byQuery := map[string]*plan{}
+	for _, r := range rs.Rules() {
+		p, ok := byQuery[r.SeriesQuery()]
+		if !ok {
+			p = &plan{seriesQuery: r.SeriesQuery()}
+			byQuery[r.SeriesQuery()] = p
+			out = append(out, p)
+		}
+		p.rules = append(p.rules, r)
+		res := r.Resources()
+		if r.Kind() == naming.KindCustom {
+			for l := range res.Overrides() {
+				p.labels = append(p.labels, l)
+			}
+			if res.HasTemplate() {
+				p.template = true
+			}
+		}
+		if r.Kind() == naming.KindCustom || r.Namespaced() {
+			if l, err := res.LabelForResource(naming.NamespaceResource); err == nil {
+				p.labels = append(p.labels, l)
+			}
+		}
+	}
+	for _, p := range out {
+		slices.Sort(p.labels)
+		p.labels = slices.Compact(p.labels)
+		p.key = p.seriesQuery + "\x00" + strings.Join(p.labels, "\x00") + fmt.Sprintf("\x00%t", p.template)
+	}
+	return out
+}
+
+// RunOnce runs one discovery pass and publishes its index. It returns the
+// failures of the pass, joined (the index is published anyway, with the
+// last good results of failed seriesQueries). Run calls it; tools and tests
+// may call it directly.
+func (d *Discoverer) RunOnce(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	start := d.clock.Now()
+	rs := d.rules.Load()
+	rs.ForgetUnresolved()
+	plans := d.plans(rs)
+
+	results := make([]fetchResult, len(plans))
+	errs := make([]error, len(plans))
+	sem := make(chan struct{}, d.concurrency)
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = d.fetch(ctx, p, start)
+		}()
+	}
+	wg.Wait()
+
+	var in []RuleSeries
+	complete := true
+	var failed []error
+	used := map[string]bool{}
+	for i, p := range plans {
+		used[p.key] = true
+		res := results[i]
+		if err := errs[i]; err != nil {
+			failed = append(failed, err)
+			paths := make([]string, len(p.rules))
+			for j, r := range p.rules {
+				paths[j] = r.Path()
+				d.metrics.DiscoveryFailures.WithLabelValues(apiLabel(r), r.Path()).Inc()
+			}
+			last, ok := d.lastGood[p.key]
+			klog.ErrorS(err, "Discovery failed for a seriesQuery; its rules keep their last good result",
+				"rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
+			if !ok && !prom.IsBadQuery(err) {
+				complete = false
+			}
+			res = last
+		} else {
+			d.lastGood[p.key] = res
+		}
+		for _, r := range p.rules {
+			in = append(in, RuleSeries{Rule: r, Series: res.rows})
+			d.metrics.DiscoveredSeries.WithLabelValues(apiLabel(r), r.Path()).Set(float64(res.series))
+		}
+	}
+	for k := range d.lastGood {
+		if !used[k] {
+			delete(d.lastGood, k)
+		}
+	}
+	if ctx.Err() != nil && len(failed) > 0 {
+		// Shutting down: do not publish a pass cut short.
+		return errors.Join(failed...)
+	}
+
+	idx := BuildIndex(in, IndexOptions{Scoper: d.scoper})
+	d.index.Store(idx)
+	d.record(rs, idx, failed, start)
+	if complete {
+		d.ready.Store(true)
+	} else {
+		msg := errors.Join(failed...).Error()
+		d.lastErr.Store(&msg)
+	}
+	return errors.Join(failed...)
+}
+
+func (d *Discoverer) record(rs *naming.RuleSet, idx *Index, failed []error, start time.Time) {
+	dur := d.clock.Since(start)
+	d.metrics.DiscoveryDuration.Observe(dur.Seconds())
+	d.metrics.DiscoveredMetrics.Reset()
+	for _, r := range rs.Rules() {
+		d.metrics.DiscoveredMetrics.WithLabelValues(apiLabel(r), r.Path()).Set(float64(idx.RuleMetrics(r.Path())))
+	}
+	d.metrics.MetricConflicts.WithLabelValues(metrics.APICustom).Set(float64(idx.ConflictCount(naming.CustomMetricsAPI)))
+	d.metrics.MetricConflicts.WithLabelValues(metrics.APIExternal).Set(float64(idx.ConflictCount(naming.ExternalMetricsAPI)))
+	seen := map[string]bool{}
+	for _, c := range idx.Conflicts() {
+		s := c.String()
+		seen[s] = true
+		if !d.conflicts[s] {
+			klog.InfoS("Metric produced by more than one rule; the first rule in the configuration wins",
+				"api", c.API, "resource", displayGR(c.GroupResource), "metric", c.Metric,
+				"winner", c.Winner.String(), "shadowed", c.Shadowed.String(), "namespaces", summarize(c.Namespaces, 5))
+		}
+	}
+	d.conflicts = seen
+	if len(failed) == 0 {
+		d.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess).Inc()
+		d.metrics.DiscoveryLastSuccess.Set(float64(d.clock.Now().Unix()))
+	} else {
+		d.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure).Inc()
+	}
+	klog.V(2).InfoS("Discovery pass done", "duration", dur, "customMetrics", len(idx.CustomMetrics()),
+		"externalMetrics", len(idx.ExternalMetrics()), "failedQueries", len(failed))
+}
+
+func apiLabel(r *naming.Rule) string {
+	if r.Kind() == naming.KindExternal {
+		return metrics.APIExternal
+	}
+	return metrics.APICustom
+}
+
+// fetch asks Prometheus for one seriesQuery.
+func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+	d.fbMu.Lock()
+	grouped := d.strategy == StrategyGrouped && !d.fellBack[p.key]
+	d.fbMu.Unlock()
+	if grouped {
+		res, err := d.fetchGrouped(ctx, p, now)
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.Is(err, errNameDropped) || prom.IsBadQuery(err):
+			klog.InfoS("Grouped discovery query not supported for this seriesQuery; listing series instead",
+				"seriesQuery", p.seriesQuery, "reason", err.Error())
+			d.fbMu.Lock()
+			d.fellBack[p.key] = true
+			d.fbMu.Unlock()
+		default:
+			return fetchResult{}, err
+		}
+	}
+	return d.fetchSeries(ctx, p, now)
+}
+
+// errNameDropped means the backend's last_over_time drops __name__.
+var errNameDropped = errors.New("the grouped query's answer has no __name__ label")
+
+// GroupedQuery returns the instant query the grouped strategy sends for a
+// seriesQuery and resource labels.
+func GroupedQuery(seriesQuery string, labels []string, maxAge time.Duration) string {
+	by := make([]string, 0, len(labels)+1)
+	by = append(by, string(model.MetricNameLabel))
+	for _, l := range labels {
+		if l != string(model.MetricNameLabel) {
+			by = append(by, labelNameExpr(l))
+		}
+	}
+	return fmt.Sprintf("count by (%s) (last_over_time(%s[%s]))", strings.Join(by, ","), strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+}
+
+func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+	labels := p.labels
+	if p.template {
+		names, err := d.prom.LabelNames(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
+		if err != nil {
+			return fetchResult{}, fmt.Errorf("listing label names for seriesQuery %q: %w", p.seriesQuery, err)
+		}
+		labels = slices.Clone(labels)
+		for _, n := range names {
+			if mapsToResource(p.rules, n) {
+				labels = append(labels, n)
+			}
+		}
+		slices.Sort(labels)
+		labels = slices.Compact(labels)
+	}
+	q := GroupedQuery(p.seriesQuery, labels, d.maxAge)
+	vec, err := d.prom.Query(ctx, q, time.Time{})
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
+	}
+	res := fetchResult{rows: make([]naming.Series, 0, len(vec))}
+	for _, s := range vec {
+		name, ok := s.Metric[model.MetricNameLabel]
+		if !ok {
+			return fetchResult{}, errNameDropped
+		}
+		res.rows = append(res.rows, naming.Series{Name: string(name), Labels: model.LabelSet(s.Metric)})
+		res.series += int(s.Value)
+	}
+	return res, nil
+}
+
+// mapsToResource reports whether a custom rule with a template maps label.
+func mapsToResource(rules []*naming.Rule, label string) bool {
+	for _, r := range rules {
+		if r.Kind() != naming.KindCustom || !r.Resources().HasTemplate() {
+			continue
+		}
+		if _, ok := r.Resources().ResourceForLabel(label); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Discoverer) fetchSeries(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+	sets, err := d.prom.Series(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("listing series for seriesQuery %q: %w", p.seriesQuery, err)
+	}
+	res := fetchResult{rows: make([]naming.Series, len(sets)), series: len(sets)}
+	for i, ls := range sets {
+		res.rows[i] = naming.SeriesFromLabelSet(ls)
+	}
+	return res, nil
+}

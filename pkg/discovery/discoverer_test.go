@@ -1,0 +1,481 @@
+package discovery_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/kubemapper"
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+const testConfig = `
+rules:
+- seriesQuery: '{__name__="pm_status",namespace!="",pod_name!="",state="active processes"}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      pod_name: {resource: pod}
+  name:
+    as: fpm_active_rate
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+- seriesQuery: '{__name__=~"^http_.*_total$",namespace!=""}'
+  resources:
+    template: <<.Resource>>
+  name:
+    matches: '^(.*)_total$'
+    as: '${1}_per_second'
+  metricsQuery: 'sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)'
+- seriesQuery: '{__name__=~"^http_.*_total$",namespace!=""}'
+  resources:
+    template: <<.Resource>>
+  name:
+    matches: '^http_(.*)_total$'
+    as: 'http_${1}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+- seriesQuery: '{__name__="node_load1"}'
+  resources:
+    overrides:
+      instance: {resource: node}
+  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'
+externalRules:
+- seriesQuery: '{__name__="queue_length",namespace!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
+- seriesQuery: '{__name__="queue_age"}'
+  resources:
+    namespaced: false
+  metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>})'
+`
+
+func compile(t testing.TB, yml string) *naming.RuleSet {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yml), "test.yaml")
+	if err != nil {
+		t.Fatalf("parsing config: %v", err)
+	}
+	rs, err := naming.Compile(cfg, kubemapper.New())
+	if err != nil {
+		t.Fatalf("compiling config: %v", err)
+	}
+	return rs
+}
+
+func ls(kv ...string) model.LabelSet {
+	out := model.LabelSet{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
+	}
+	return out
+}
+
+// testSeries has several series per (metric, resource, namespace), labels
+// that map to no resource, and a series of each rule's metric.
+func testSeries() []model.LabelSet {
+	var out []model.LabelSet
+	for i := range 6 {
+		ns := fmt.Sprintf("ns%d", i%2)
+		pod := fmt.Sprintf("pod%d", i)
+		for _, state := range []string{"active processes", "total processes"} {
+			out = append(out, ls("__name__", "pm_status", "namespace", ns, "pod_name", pod, "state", state, "instance", "10.0.0."+pod))
+		}
+		for _, code := range []string{"200", "500"} {
+			out = append(out, ls("__name__", "http_requests_total", "namespace", ns, "pod", pod, "code", code, "service", "web"))
+		}
+	}
+	out = append(out,
+		ls("__name__", "http_errors_total", "namespace", "ns1", "deployment", "web", "job", "x"),
+		ls("__name__", "node_load1", "instance", "n1", "job", "node"),
+		ls("__name__", "node_load1", "instance", "n2", "job", "node"),
+		ls("__name__", "queue_length", "namespace", "q", "queue", "a"),
+		ls("__name__", "queue_length", "namespace", "q", "queue", "b"),
+		ls("__name__", "queue_age", "queue", "a"),
+	)
+	return out
+}
+
+type setup struct {
+	fake    *fakeprom.Server
+	disc    *discovery.Discoverer
+	metrics *metrics.Metrics
+	clock   *testingclock.FakeClock
+}
+
+func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discovery.Strategy) *setup {
+	t.Helper()
+	fake := fakeprom.New(series)
+	t.Cleanup(fake.Close)
+	m := metrics.New()
+	client, err := prom.New(prom.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d, err := discovery.New(discovery.Options{
+		Prometheus: client,
+		Rules:      compile(t, yml),
+		Interval:   time.Minute,
+		MaxAge:     5 * time.Minute,
+		Strategy:   strategy,
+		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
+		Clock:      clk,
+		Metrics:    m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &setup{fake: fake, disc: d, metrics: m, clock: clk}
+}
+
+// dump renders everything an index answers, for comparisons.
+func dump(x *discovery.Index) []string {
+	var out []string
+	for _, info := range x.CustomMetrics() {
+		for _, c := range x.CustomCandidates(info.GroupResource, info.Namespaced, info.Metric) {
+			out = append(out, fmt.Sprintf("custom %s %s <- %s %v", info.String(), info.Metric, c.Entry, c.Namespaces))
+		}
+	}
+	for _, info := range x.ExternalMetrics() {
+		for _, c := range x.ExternalCandidates(info.Metric) {
+			out = append(out, fmt.Sprintf("external %s <- %s %v", info.Metric, c.Entry, c.Namespaces))
+		}
+	}
+	for _, c := range x.Conflicts() {
+		out = append(out, "conflict "+c.String())
+	}
+	return out
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestStrategiesGiveTheSameIndex(t *testing.T) {
+	series := testSeries()
+	grouped := newSetup(t, testConfig, series, discovery.StrategyGrouped)
+	listed := newSetup(t, testConfig, series, discovery.StrategySeries)
+	ctx := context.Background()
+	if err := grouped.disc.RunOnce(ctx); err != nil {
+		t.Fatalf("grouped RunOnce: %v", err)
+	}
+	if err := listed.disc.RunOnce(ctx); err != nil {
+		t.Fatalf("series RunOnce: %v", err)
+	}
+	g, l := dump(grouped.disc.Index()), dump(listed.disc.Index())
+	if diff := cmp.Diff(l, g); diff != "" {
+		t.Errorf("index (-series +grouped):\n%s", diff)
+	}
+	// The offline path (saved series + MatchSeries) agrees too.
+	in, err := discovery.MatchSeries(compile(t, testConfig), series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := dump(discovery.BuildIndex(in, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: kubemapper.New()}}))
+	// Rules differ by pointer between rule sets but render the same.
+	if diff := cmp.Diff(l, off); diff != "" {
+		t.Errorf("index (-series +offline):\n%s", diff)
+	}
+	want := []string{
+		"custom namespaces/fpm_active_rate fpm_active_rate <- rules[0] (series \"pm_status\") []",
+		"custom namespaces/http_errors http_errors <- rules[2] (series \"http_errors_total\") []",
+		"custom namespaces/http_errors_per_second http_errors_per_second <- rules[1] (series \"http_errors_total\") []",
+		"custom namespaces/http_requests http_requests <- rules[2] (series \"http_requests_total\") []",
+		"custom namespaces/http_requests_per_second http_requests_per_second <- rules[1] (series \"http_requests_total\") []",
+		"custom nodes/node_load1 node_load1 <- rules[3] (series \"node_load1\") []",
+		"custom pods/fpm_active_rate(namespaced) fpm_active_rate <- rules[0] (series \"pm_status\") [ns0 ns1]",
+		"custom pods/http_requests(namespaced) http_requests <- rules[2] (series \"http_requests_total\") [ns0 ns1]",
+		"custom pods/http_requests_per_second(namespaced) http_requests_per_second <- rules[1] (series \"http_requests_total\") [ns0 ns1]",
+		"custom services/http_requests(namespaced) http_requests <- rules[2] (series \"http_requests_total\") [ns0 ns1]",
+		"custom services/http_requests_per_second(namespaced) http_requests_per_second <- rules[1] (series \"http_requests_total\") [ns0 ns1]",
+		"custom deployments.apps/http_errors(namespaced) http_errors <- rules[2] (series \"http_errors_total\") [ns1]",
+		"custom deployments.apps/http_errors_per_second(namespaced) http_errors_per_second <- rules[1] (series \"http_errors_total\") [ns1]",
+		"custom jobs.batch/http_errors(namespaced) http_errors <- rules[2] (series \"http_errors_total\") [ns1]",
+		"custom jobs.batch/http_errors_per_second(namespaced) http_errors_per_second <- rules[1] (series \"http_errors_total\") [ns1]",
+		"external queue_age <- externalRules[1] (series \"queue_age\") []",
+		"external queue_length <- externalRules[0] (series \"queue_length\") [q]",
+	}
+	if diff := cmp.Diff(want, g); diff != "" {
+		t.Errorf("grouped index (-want +got):\n%s", diff)
+	}
+
+	// Identical seriesQueries (rules[1] and rules[2]) are asked once; the
+	// template rules need one label-names call.
+	if got, want := grouped.fake.Calls(fakeprom.Query), 5; got != want {
+		t.Errorf("grouped strategy sent %d queries, want %d (one per distinct seriesQuery):\n%s", got, want, strings.Join(grouped.fake.Queries(), "\n"))
+	}
+	if got := grouped.fake.Calls(fakeprom.Labels); got != 1 {
+		t.Errorf("grouped strategy asked label names %d times, want 1", got)
+	}
+	if got := grouped.fake.Calls(fakeprom.Series); got != 0 {
+		t.Errorf("grouped strategy listed series %d times, want 0", got)
+	}
+	if got, want := listed.fake.Calls(fakeprom.Series), 5; got != want {
+		t.Errorf("series strategy listed series %d times, want %d", got, want)
+	}
+	// Both report the same number of series per rule.
+	for _, rule := range []string{"rules[0]", "rules[1]", "rules[3]", "externalRules[0]"} {
+		api := metrics.APICustom
+		if strings.HasPrefix(rule, "external") {
+			api = metrics.APIExternal
+		}
+		gs := testutil.ToFloat64(grouped.metrics.DiscoveredSeries.WithLabelValues(api, rule))
+		ls := testutil.ToFloat64(listed.metrics.DiscoveredSeries.WithLabelValues(api, rule))
+		if gs != ls || gs == 0 {
+			t.Errorf("%s: discovered series grouped=%v series=%v, want equal and non-zero", rule, gs, ls)
+		}
+	}
+}
+
+func TestGroupedQueryText(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+	if err := s.disc.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`count by (__name__,namespace,pod_name) (last_over_time({__name__="pm_status",namespace!="",pod_name!="",state="active processes"}[5m]))`,
+		`count by (__name__,deployment,job,namespace,pod,service) (last_over_time({__name__=~"^http_.*_total$",namespace!=""}[5m]))`,
+		`count by (__name__,instance) (last_over_time({__name__="node_load1"}[5m]))`,
+		`count by (__name__,namespace) (last_over_time({__name__="queue_length",namespace!=""}[5m]))`,
+		`count by (__name__) (last_over_time({__name__="queue_age"}[5m]))`,
+	}
+	got := s.fake.Queries()
+	if diff := cmp.Diff(want, sortLike(got, want)); diff != "" {
+		t.Errorf("queries (-want +got):\n%s", diff)
+	}
+}
+
+// sortLike orders got by the position of equal strings in want (queries run
+// concurrently), unknown ones last.
+func sortLike(got, want []string) []string {
+	out := make([]string, 0, len(got))
+	for _, w := range want {
+		for _, g := range got {
+			if g == w {
+				out = append(out, g)
+			}
+		}
+	}
+	for _, g := range got {
+		found := false
+		for _, w := range want {
+			found = found || g == w
+		}
+		if !found {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func TestFailureKeepsLastGoodResult(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		failure fakeprom.Failure
+	}{
+		{"server error", fakeprom.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}},
+		{"truncated JSON", fakeprom.Failure{Status: http.StatusOK, Body: `{"status":"success","data":{"resultType":"vec`, Match: "pm_status"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+			ctx := context.Background()
+			if err := s.disc.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pods := schema.GroupResource{Resource: "pods"}
+			if _, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate"); !ok {
+				t.Fatal("fpm_active_rate not discovered")
+			}
+			// New data: pm_status fails, the node metric moves to n3.
+			s.fake.Fail(fakeprom.Query, tc.failure)
+			s.fake.SetSeries(append(testSeries()[:0:0], ls("__name__", "node_load1", "instance", "n3")))
+			err := s.disc.RunOnce(ctx)
+			if err == nil || !strings.Contains(err.Error(), "pm_status") {
+				t.Fatalf("RunOnce error = %v, want one naming the failed seriesQuery", err)
+			}
+			x := s.disc.Index()
+			if _, ok := x.Custom(pods, "ns0", "fpm_active_rate"); !ok {
+				t.Error("the failed rule lost its last good result")
+			}
+			if _, ok := x.Custom(pods, "ns0", "http_requests_per_second"); ok {
+				t.Error("the other rules kept stale results")
+			}
+			if _, ok := x.Custom(schema.GroupResource{Resource: "nodes"}, "", "node_load1"); !ok {
+				t.Error("node_load1 lost")
+			}
+			if got := testutil.ToFloat64(s.metrics.DiscoveryFailures.WithLabelValues(metrics.APICustom, "rules[0]")); got != 1 {
+				t.Errorf("rule_failures_total{rules[0]} = %v, want 1", got)
+			}
+			if got := testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure)); got != 1 {
+				t.Errorf("runs_total{failure} = %v, want 1", got)
+			}
+			if !s.disc.Ready() {
+				t.Error("not ready after a complete discovery")
+			}
+		})
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+	s.fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadGateway})
+	ctx := context.Background()
+	if err := s.disc.RunOnce(ctx); err == nil {
+		t.Fatal("RunOnce succeeded against a failing Prometheus")
+	}
+	if s.disc.Ready() {
+		t.Fatal("ready without a complete discovery")
+	}
+	if err := s.disc.Checker().Check(nil); err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Errorf("Checker() = %v, want an error with the cause", err)
+	}
+	s.fake.Fail(fakeprom.Query, fakeprom.Failure{})
+	if err := s.disc.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.disc.Ready() || s.disc.Checker().Check(nil) != nil {
+		t.Error("not ready after Prometheus recovered")
+	}
+	if s.disc.Checker().Name() != "discovery" {
+		t.Errorf("checker name %q", s.disc.Checker().Name())
+	}
+}
+
+func TestFallbackToSeries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(*fakeprom.Server)
+	}{
+		{"query rejected", func(f *fakeprom.Server) { f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest}) }},
+		{"metric name dropped", func(f *fakeprom.Server) { f.DropMetricName(true) }},
+	}
+	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
+	if err := ref.disc.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(ref.disc.Index())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+			tc.setup(s.fake)
+			for range 2 {
+				if err := s.disc.RunOnce(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
+				t.Errorf("index (-series +fallback):\n%s", diff)
+			}
+			// The grouped query is tried once per seriesQuery, not every pass.
+			if got := s.fake.Calls(fakeprom.Query); got != 5 {
+				t.Errorf("%d grouped queries over two passes, want 5", got)
+			}
+		})
+	}
+}
+
+func TestBadQueryCountsAsComplete(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
+	s.fake.Fail(fakeprom.Series, fakeprom.Failure{Status: http.StatusBadRequest, Match: "queue_age"})
+	if err := s.disc.RunOnce(context.Background()); err == nil {
+		t.Fatal("no error for a rejected seriesQuery")
+	}
+	if !s.disc.Ready() {
+		t.Error("a seriesQuery Prometheus rejects as invalid keeps the adapter unready forever")
+	}
+	if len(s.disc.Index().CustomMetrics()) == 0 {
+		t.Error("other rules lost")
+	}
+}
+
+func TestRunLoop(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.disc.Run(ctx)
+	}()
+	nodes := schema.GroupResource{Resource: "nodes"}
+	waitFor(t, "first discovery", func() bool { return s.disc.Ready() })
+	passes := func() float64 {
+		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
+	}
+
+	// A tick relists.
+	s.fake.SetSeries([]model.LabelSet{ls("__name__", "node_load1", "instance", "n9")})
+	waitFor(t, "ticker registered", func() bool { return s.clock.HasWaiters() })
+	s.clock.Step(time.Minute)
+	waitFor(t, "relist on tick", func() bool {
+		_, ok := s.disc.Index().Custom(nodes, "", "node_load1")
+		return ok && len(s.disc.Index().CustomMetrics()) == 1 // the pod metrics are gone
+	})
+
+	// A new rule set relists without waiting for the ticker.
+	before := passes()
+	s.disc.SetRules(compile(t, `
+rules:
+- seriesQuery: 'node_load1'
+  resources:
+    overrides:
+      instance: {resource: node}
+  name:
+    as: load
+  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'
+`))
+	waitFor(t, "relist on SetRules", func() bool {
+		_, ok := s.disc.Index().Custom(nodes, "", "load")
+		return ok && passes() > before
+	})
+	cancel()
+	<-done
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := discovery.New(discovery.Options{Interval: -time.Second, MaxAge: -1, Concurrency: -1, Strategy: 7})
+	if err == nil {
+		t.Fatal("New accepted invalid options")
+	}
+	for _, want := range []string{"no Prometheus client", "no rule set", "relist interval", "max age", "concurrency", "strategy"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
