@@ -8,7 +8,7 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for fz in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/' | sort -u); do
     echo ">> $pkg $fz ($FUZZTIME)"
-    if ! go test -run='^$' -fuzz="^${fz}\$" -fuzztime="$FUZZTIME" "$pkg"; then
+    if ! go test -run='^$' -fuzz="^${fz}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=10s "$pkg"; then
       echo "FUZZ FAILURE: $pkg $fz"; fail=1
     fi
   done
