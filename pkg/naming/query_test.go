@@ -320,9 +320,6 @@ func TestQueryErrors(t *testing.T) {
 		{"empty output", func() (Query, error) {
 			return custom[2].QueryForSeries(CustomRequest{Series: "up", Resource: pods, Namespace: "default", Names: []string{"a"}})
 		}, ErrEmptyQuery, "rules[2].metricsQuery"},
-		{"no metricsQuery", func() (Query, error) {
-			return custom[3].QueryForSeries(CustomRequest{Series: "x", Resource: pods, Namespace: "default", Names: []string{"a"}})
-		}, nil, "rules[3]: the rule has no metricsQuery"},
 		{"series name that would change the query", func() (Query, error) {
 			return custom[0].QueryForSeries(CustomRequest{Series: `x{a="b"} or vector(1) #`, Resource: pods, Namespace: "abtest", Names: []string{"a"}})
 		}, ErrInvalidMetricName, `rules[0]: invalid Prometheus metric name: series "x{a=\"b\"} or vector(1) #"`},
@@ -352,6 +349,10 @@ func TestQueryErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
 		})
+	}
+	// A rule without metricsQuery uses config.DefaultMetricsQuery.
+	if q, err := custom[3].QueryForSeries(CustomRequest{Series: "x", Resource: pods, Namespace: "default", Names: []string{"a"}}); err != nil || q.Expr != `sum(x{namespace="default",pod="a"}) by (pod)` {
+		t.Errorf("default metricsQuery rendered %q, %v", q.Expr, err)
 	}
 	// Without a namespace the namespaced external rule needs no namespace label.
 	if q, err := ext.QueryForExternalSeries(ExternalRequest{Series: "q"}); err != nil || q.Expr != "q{}" {

@@ -62,8 +62,8 @@ type Rule struct {
 	seriesQuery  string
 	namer        *metricNamer
 	resources    *ResourceMapper
-	query        *QueryTemplate // nil when metricsQuery is empty
-	namespaced   bool           // external rules: apply the namespace matcher
+	query        *QueryTemplate
+	namespaced   bool // external rules: apply the namespace matcher
 	defaultValue *string
 }
 
@@ -80,13 +80,9 @@ func (r *Rule) Kind() Kind { return r.kind }
 // SeriesQuery returns the Prometheus series selector used for discovery.
 func (r *Rule) SeriesQuery() string { return r.seriesQuery }
 
-// MetricsQuery returns the metricsQuery template text ("" if none).
-func (r *Rule) MetricsQuery() string {
-	if r.query == nil {
-		return ""
-	}
-	return r.query.Text()
-}
+// MetricsQuery returns the metricsQuery template text
+// (config.DefaultMetricsQuery when the rule has none).
+func (r *Rule) MetricsQuery() string { return r.query.Text() }
 
 // Namespaced reports, for an external rule, whether a request's namespace
 // is applied as a matcher (resources.namespaced, default true). Custom
@@ -154,9 +150,6 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if r.kind != KindCustom {
 		return Query{}, fmt.Errorf("%s: QueryForSeries called on an external rule", r.path)
 	}
-	if r.query == nil {
-		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
-	}
 	if err := checkSeriesName(req.Series); err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
@@ -182,9 +175,6 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	if r.kind != KindExternal {
 		return Query{}, fmt.Errorf("%s: QueryForExternalSeries called on a custom rule", r.path)
-	}
-	if r.query == nil {
-		return Query{}, fmt.Errorf("%s: the rule has no metricsQuery", r.path)
 	}
 	if err := checkSeriesName(req.Series); err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
@@ -221,8 +211,8 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		namespaced:   true,
 		defaultValue: cfg.DefaultValue,
 	}
-	if kind == KindExternal && cfg.Resources.Namespaced != nil {
-		r.namespaced = *cfg.Resources.Namespaced
+	if kind == KindExternal {
+		r.namespaced = cfg.Resources.IsNamespaced()
 	}
 	var errs []error
 	var warnings []string
@@ -246,8 +236,9 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		warnings = append(warnings, path+".resources: no template and no overrides: no label maps to a resource, so the rule serves no metric")
 	}
 	if strings.TrimSpace(cfg.MetricsQuery) == "" {
-		warnings = append(warnings, path+".metricsQuery: empty: metrics are discovered but every query fails")
-	} else if q, err := ParseQueryTemplate(cfg.MetricsQuery); err != nil {
+		warnings = append(warnings, fmt.Sprintf("%s.metricsQuery: empty: using %q", path, config.DefaultMetricsQuery))
+	}
+	if q, err := ParseQueryTemplate(cfg.MetricsQueryOrDefault()); err != nil {
 		errs = append(errs, fmt.Errorf("%s.metricsQuery: %w", path, err))
 	} else {
 		r.query = q

@@ -156,11 +156,8 @@ func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error)
 	if strings.TrimSpace(c.Name) == "" {
 		errs = append(errs, fmt.Errorf("%s.name: must not be empty", path))
 	}
-	if c.Namespaced != nil && *c.Namespaced {
-		q.nsLabel = c.NamespaceLabel
-		if q.nsLabel == "" {
-			q.nsLabel = "namespace"
-		}
+	if c.IsNamespaced() {
+		q.nsLabel = c.NamespaceLabelOrDefault()
 		if err := checkLabelName(q.nsLabel); err != nil {
 			errs = append(errs, fmt.Errorf("%s.namespaceLabel: %w", path, err))
 		}

@@ -170,7 +170,7 @@ func TestCompileWarnings(t *testing.T) {
 	want := []string{
 		"rules[0].resources: no template and no overrides",
 		"rules[1].resources.overrides[w]: resource widgets.example.com is not known",
-		"rules[1].metricsQuery: empty",
+		`rules[1].metricsQuery: empty: using "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"`,
 	}
 	got := rs.Warnings()
 	if len(got) != len(want) {

@@ -13,12 +13,6 @@ import (
 // white space.
 var ErrEmptyQuery = errors.New("query template rendered an empty query")
 
-// Template delimiters used by every prometheus-adapter template.
-const (
-	LeftDelim  = "<<"
-	RightDelim = ">>"
-)
-
 // MaxQueryBytes bounds what a query template may render; a template that
 // writes more (e.g. a runaway range) fails instead of exhausting memory.
 const MaxQueryBytes = 16 << 20
@@ -38,7 +32,7 @@ func ParseQueryTemplate(text string) (*QueryTemplate, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("query template is empty")
 	}
-	t, err := template.New("query").Delims(LeftDelim, RightDelim).Option("missingkey=zero").Parse(text)
+	t, err := template.New("query").Delims(config.LeftDelim, config.RightDelim).Option("missingkey=zero").Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parsing query template: %w", err)
 	}
