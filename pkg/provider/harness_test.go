@@ -219,7 +219,7 @@ func (f *fakeProm) sent() []string {
 
 // client returns a real internal/prom client for the fake, with its own
 // transport closed at the end of the test.
-func (f *fakeProm) client(t testing.TB, timeout time.Duration) *prom.Client {
+func (f *fakeProm) client(t testing.TB, timeout time.Duration, m *metrics.Metrics) *prom.Client {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -227,7 +227,7 @@ func (f *fakeProm) client(t testing.TB, timeout time.Duration) *prom.Client {
 		Address:    f.srv.URL,
 		HTTPClient: &http.Client{Transport: tr},
 		Timeout:    timeout,
-		Metrics:    metrics.New(),
+		Metrics:    m,
 	})
 	if err != nil {
 		t.Fatalf("prom.New: %v", err)
@@ -280,6 +280,7 @@ type env struct {
 	objects *fake.Objects
 	rules   *naming.RuleSet
 	index   *discovery.Index
+	metrics *metrics.Metrics
 }
 
 type envOptions struct {
@@ -288,6 +289,9 @@ type envOptions struct {
 	maxNames int
 	timeout  time.Duration
 	objects  *fake.Objects
+	// fpmNamespaces are more namespaces where discovery found the seed
+	// rule's series.
+	fpmNamespaces []string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -297,7 +301,13 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
-	idx := discovery.BuildIndex(testSeries(rs), discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
+	series := testSeries(rs)
+	for _, ns := range o.fpmNamespaces {
+		series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
+			"__name__": "pm_status", "namespace": model.LabelValue(ns), "pod_name": "any", "state": "active processes",
+		}})
+	}
+	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
 	if o.answer == nil {
 		o.answer = always(http.StatusOK, vector())
 	}
@@ -308,7 +318,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		o.objects = testObjects()
 	}
 	fp := newFakeProm(t, o.answer)
-	e := &env{prom: fp, objects: o.objects, rules: rs, index: idx}
+	e := &env{prom: fp, objects: o.objects, rules: rs, index: idx, metrics: metrics.New()}
 	current := func() *discovery.Index { return idx }
 	if o.noIndex {
 		current = func() *discovery.Index { return nil }
@@ -316,7 +326,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	p, err := provider.New(provider.Config{
 		Index:           provider.IndexSource(current),
 		Rules:           func() *naming.RuleSet { return rs },
-		Querier:         fp.client(t, o.timeout),
+		Querier:         fp.client(t, o.timeout, e.metrics),
 		Objects:         o.objects,
 		Mapper:          mapper,
 		Clock:           clocktesting.NewFakePassiveClock(fixedNow),
@@ -342,3 +352,15 @@ func ts(sec float64) metav1.Time {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// hold makes every later request wait until release is called, reporting
+// each arrival on the returned channel (buffered for n arrivals).
+func (f *fakeProm) hold(n int) (arrived <-chan struct{}, release func()) {
+	gate := make(chan struct{})
+	ch := make(chan struct{}, n)
+	f.mu.Lock()
+	f.gate, f.arrived = gate, ch
+	f.mu.Unlock()
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(gate) }) }
+}

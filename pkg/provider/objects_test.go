@@ -1,0 +1,179 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/promscaler/promscaler/pkg/provider"
+)
+
+func partial(apiVersion, kind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name, Labels: lbls,
+			Annotations:   map[string]string{"big": "annotation"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+		},
+	}
+}
+
+// runCache starts an ObjectCache over objs and stops it (waiting for its
+// informers) at the end of the test.
+func runCache(t *testing.T, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *metadatafake.FakeMetadataClient) {
+	t.Helper()
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	client := metadatafake.NewSimpleMetadataClient(scheme, objs...)
+	c, err := provider.NewObjectCache(client, opts)
+	if err != nil {
+		t.Fatalf("NewObjectCache: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	// Run marks the cache running asynchronously; wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Warm(schema.GroupVersionResource{Version: "v1", Resource: "pods"}) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("object cache did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return c, client
+}
+
+func TestObjectCacheListsFromInformers(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	c, client := runCache(t, provider.ObjectCacheOptions{},
+		partial("v1", "Pod", "shop", "web-2", web),
+		partial("v1", "Pod", "shop", "web-1", web),
+		partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
+		partial("v1", "Pod", "blog", "b-1", web),
+		partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}),
+		partial("v1", "Node", "", "n2", nil),
+		partial("kueue.x-k8s.io/v1beta1", "ClusterQueue", "", "cq-a", nil),
+	)
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	cqs := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "clusterqueues"}
+	tests := []struct {
+		name      string
+		gvr       schema.GroupVersionResource
+		namespace string
+		selector  string
+		want      []string
+	}{
+		{"pods of a namespace by label", pods, "shop", "app=web", []string{"web-1", "web-2"}},
+		{"every pod of a namespace", pods, "shop", "", []string{"db-1", "web-1", "web-2"}},
+		{"other namespace", pods, "blog", "app=web", []string{"b-1"}},
+		{"empty namespace", pods, "ops", "", []string{}},
+		{"nodes (cluster-scoped) by label", nodes, "", "role=worker", []string{"n1"}},
+		{"every node", nodes, "", "", []string{"n1", "n2"}},
+		{"cluster-scoped custom resource", cqs, "", "", []string{"cq-a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.ListObjects(context.Background(), tc.gvr, tc.namespace, mustSelector(t, tc.selector))
+			if err != nil {
+				t.Fatalf("ListObjects: %v", err)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("names (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Requests are answered from the cache: one LIST (and one WATCH) per
+	// resource, whatever the number of requests.
+	for range 50 {
+		if _, err := c.ListObjects(context.Background(), pods, "shop", mustSelector(t, "app=web")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists := map[string]int{}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1, "clusterqueues": 1}, lists); diff != "" {
+		t.Errorf("LIST calls per resource (-want +got):\n%s", diff)
+	}
+
+	// The cache follows the cluster (through the watch).
+	if _, err := client.Resource(pods).Namespace("shop").(metadatafake.MetadataClient).CreateFake(
+		partial("v1", "Pod", "shop", "web-3", web), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.ListObjects(context.Background(), pods, "shop", mustSelector(t, "app=web"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new pod never appeared in the cache: %v", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestObjectCacheNotRunning(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	c, err := provider.NewObjectCache(metadatafake.NewSimpleMetadataClient(scheme), provider.ObjectCacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ListObjects(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "a", nil)
+	if !errors.Is(err, provider.ErrCacheNotRunning) {
+		t.Errorf("ListObjects before Run: error = %v, want ErrCacheNotRunning", err)
+	}
+}
+
+func TestObjectCacheSyncTimeout(t *testing.T) {
+	c, client := runCache(t, provider.ObjectCacheOptions{SyncTimeout: 100 * time.Millisecond})
+	// A resource the adapter may not list: the informer never syncs.
+	client.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("forbidden")
+	})
+	_, err := c.ListObjects(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "a", nil)
+	if !errors.Is(err, provider.ErrCacheNotSynced) {
+		t.Errorf("ListObjects of an unlistable resource: error = %v, want ErrCacheNotSynced", err)
+	}
+}
+
+func TestNewObjectCacheRejectsBadOptions(t *testing.T) {
+	if _, err := provider.NewObjectCache(nil, provider.ObjectCacheOptions{}); err == nil {
+		t.Error("NewObjectCache(nil client) succeeded")
+	}
+	scheme := metadatafake.NewTestScheme()
+	if _, err := provider.NewObjectCache(metadatafake.NewSimpleMetadataClient(scheme), provider.ObjectCacheOptions{Resync: -1}); err == nil {
+		t.Error("NewObjectCache(negative resync) succeeded")
+	}
+}

@@ -1,0 +1,142 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/provider/fake"
+)
+
+// podName is a realistic Deployment pod name.
+func podName(i int) string { return fmt.Sprintf("worker-7d9f8b6c5d-%05d", i) }
+
+// bigNamespace returns objects with n pods labelled app=worker (plus ten
+// others) in namespace "big", and an answer with a sample for each of
+// them: pod i has value i/4.
+func bigNamespace(n int) (*fake.Objects, func(string) (int, string)) {
+	objs := testObjects()
+	var samples []sample
+	for i := range n {
+		objs.Add(podsGR, fake.Object{Namespace: "big", Name: podName(i), Labels: map[string]string{"app": "worker"}})
+		samples = append(samples, sample{map[string]string{"pod_name": podName(i)}, fmt.Sprint(float64(i) / 4), 1764493200})
+	}
+	for i := range 10 {
+		name := fmt.Sprintf("other-%d", i)
+		objs.Add(podsGR, fake.Object{Namespace: "big", Name: name, Labels: map[string]string{"app": "other"}})
+		samples = append(samples, sample{map[string]string{"pod_name": name}, "1", 1764493200})
+	}
+	return objs, always(http.StatusOK, vector(samples...))
+}
+
+func TestQueryLengthDoesNotGrowWithObjects(t *testing.T) {
+	for _, n := range []int{1, 20, 21, 100, 5000} {
+		t.Run(fmt.Sprintf("%d pods", n), func(t *testing.T) {
+			objs, answer := bigNamespace(n)
+			e := newEnv(t, envOptions{answer: answer, objects: objs, fpmNamespaces: []string{"big"}})
+			got, err := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"),
+				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+			if err != nil {
+				t.Fatalf("GetMetricBySelector: %v", err)
+			}
+			sent := e.prom.sent()
+			if len(sent) != 1 {
+				t.Fatalf("sent %d queries, want 1", len(sent))
+			}
+			q := sent[0]
+			if n > 20 {
+				if want := fpmQuery(`namespace="big",pod_name!=""`, "pod_name"); q != want {
+					t.Errorf("query = %s\nwant %s", q, want)
+				}
+			} else if !strings.Contains(q, podName(n-1)) {
+				t.Errorf("query for %d names has no name matcher: %s", n, q)
+			}
+			if len(q) > 4096 {
+				t.Errorf("query is %d bytes, want at most 4 KiB", len(q))
+			}
+			if len(got.Items) != n {
+				t.Fatalf("got %d items, want %d (other pods filtered out)", len(got.Items), n)
+			}
+			for _, it := range got.Items {
+				var i int
+				if _, err := fmt.Sscanf(it.DescribedObject.Name, "worker-7d9f8b6c5d-%05d", &i); err != nil {
+					t.Fatalf("unexpected object %q", it.DescribedObject.Name)
+				}
+				if want := float64(i) / 4; it.Value.AsApproximateFloat64() != want {
+					t.Errorf("%s = %s, want %v", it.DescribedObject.Name, it.Value.String(), want)
+				}
+			}
+		})
+	}
+}
+
+func TestConcurrentIdenticalRequestsSendOneQuery(t *testing.T) {
+	const n = 1000
+	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(
+		sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493200},
+		sample{map[string]string{"pod_name": "web-2"}, "0.25", 1764493200},
+	))})
+	arrived, release := e.prom.hold(n)
+	defer release()
+
+	results := make([]*custom_metrics.MetricValueList, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"),
+				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+		}()
+	}
+	<-arrived
+	// Hold Prometheus' answer until every other request joined the one
+	// in flight (a deadline only to fail instead of hanging).
+	coalesced := e.metrics.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)
+	deadline := time.Now().Add(60 * time.Second)
+	for testutil.ToFloat64(coalesced) < n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %v of %d requests joined the query in flight", testutil.ToFloat64(coalesced), n-1)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release()
+	wg.Wait()
+
+	if sent := e.prom.sent(); len(sent) != 1 {
+		t.Errorf("Prometheus received %d queries, want 1", len(sent))
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if diff := cmp.Diff(results[0], results[i], cmpOpts); diff != "" {
+			t.Fatalf("request %d answered differently (-first +this):\n%s", i, diff)
+		}
+	}
+	if len(results[0].Items) != 2 {
+		t.Errorf("got %d items, want 2", len(results[0].Items))
+	}
+}
+
+func TestHangingPrometheusFailsWithinTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{timeout: 100 * time.Millisecond})
+	_, release := e.prom.hold(10)
+	defer release()
+	_, err := e.prov.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web-1"},
+		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+	checkAPIError(t, err, http.StatusServiceUnavailable, "no answer within the timeout")
+}
