@@ -101,7 +101,11 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 
 	a.setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionTrue, "SucceededGetScale", "the HPA controller was able to get the target's current scale")
 	if state.Recommendations == nil {
-		state.Recommendations = []Recommendation{{Replicas: current, Timestamp: now}}
+		// Upstream stamps this first recommendation with an earlier
+		// time.Now() than the one normalization compares against, so it
+		// is strictly older than "now": with a zero stabilization window
+		// it already counts as expired. One nanosecond keeps that order.
+		state.Recommendations = []Recommendation{{Replicas: current, Timestamp: now.Add(-time.Nanosecond)}}
 	}
 
 	minReplicas := *hpa.Spec.MinReplicas

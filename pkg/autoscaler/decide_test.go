@@ -270,6 +270,16 @@ func TestDecide(t *testing.T) {
 			wantConds: []condSummary{c(able, yes, "ScaleDownStabilized"), c(active, yes, "ValidMetricFound"), c(limited, no, "DesiredWithinRange")},
 		},
 		{
+			// with --horizontal-pod-autoscaler-downscale-stabilization=0 the
+			// first recommendation is already expired, as upstream
+			name: "first reconcile with a zero window scales down at once", hpa: testHPA(ptrTo[int32](2), 6, cpuMetric(50)), spec: 5, status: 5,
+			cfg:  func(c *Config) { c.DownscaleStabilizationWindow = 0 },
+			pods: readyPods(5, 1000), metrics: []MetricValues{perPod(100, 300, 500, 250, 250)},
+			wantRescale: true, wantDesired: 3, wantReason: "All metrics below target",
+			wantConds:  []condSummary{c(able, yes, "SucceededRescale"), c(active, yes, "ValidMetricFound"), c(limited, no, "DesiredWithinRange")},
+			wantEvents: []string{"Normal SuccessfulRescale: New size: 3; reason: All metrics below target"},
+		},
+		{
 			// upstream TestMetricsEdgeCases "missing metrics from some pods":
 			// an empty (not nil) history records no initial recommendation
 			name: "missing metrics on a scale-down count as the request", hpa: testHPA(ptrTo[int32](2), 6, cpuMetric(100)), spec: 4, status: 4,
@@ -498,7 +508,7 @@ func TestDecideStatus(t *testing.T) {
 		t.Errorf("metric proposals = %d, %d (%q), want 5, 3 (within tolerance) from cpu", d.Metrics[0].Replicas, d.Metrics[1].Replicas, d.Metric)
 	}
 	wantState := &State{
-		Recommendations: []Recommendation{{3, testNow}, {5, testNow}},
+		Recommendations: []Recommendation{{3, testNow.Add(-time.Nanosecond)}, {5, testNow}},
 	}
 	if diff := cmp.Diff(wantState, state); diff != "" {
 		t.Errorf("state mismatch (-want +got):\n%s", diff)
