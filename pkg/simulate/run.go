@@ -81,7 +81,7 @@ func Run(s *Scenario) (*Result, error) {
 	}
 	specs := autoscaler.MetricSpecs(&s.HPA)
 	state := &autoscaler.State{}
-	res := &Result{HPA: s.HPA.Namespace + "/" + s.HPA.Name, Start: w.start}
+	res := &Result{HPA: w.hpa.Namespace + "/" + w.hpa.Name, Start: w.start}
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		now := w.start.Add(st.At.Duration)
@@ -149,7 +149,6 @@ func newWorld(s *Scenario) (*autoscaler.Autoscaler, *clocktesting.FakePassiveClo
 	if hpa.Namespace == "" {
 		hpa.Namespace = "default"
 	}
-	s.HPA.Name, s.HPA.Namespace = hpa.Name, hpa.Namespace
 	w := &world{s: s, start: start, hpa: hpa, replicas: *s.Target.Replicas, explicit: s.Pods, values: map[int]MetricValue{}}
 	w.selector = "app=" + hpa.Spec.ScaleTargetRef.Name
 	if s.Target.Selector != nil {

@@ -80,8 +80,7 @@ type Target struct {
 type PodSpecFields struct {
 	// Phase is the pod phase (default Running).
 	Phase v1.PodPhase `json:"phase,omitempty"`
-	// Ready is the Ready condition's status (default true); null removes
-	// the condition.
+	// Ready is the Ready condition's status (default true).
 	Ready *bool `json:"ready,omitempty"`
 	// ReadySince is the Ready condition's lastTransitionTime (offset).
 	ReadySince *Duration `json:"readySince,omitempty"`

@@ -86,6 +86,9 @@ func TestParseErrors(t *testing.T) {
 		{"generator too large", func(s string) string {
 			return strings.Replace(strings.Replace(s, "pods:\n  - name: web-0\n  - name: web-1\n", "podTemplate: {}\n", 1), "maxReplicas: 5", "maxReplicas: 50000", 1)
 		}, []string{"hpa.spec.maxReplicas: podTemplate generates at most 10000 pods, got 50000"}},
+		{"two keys for one metric", func(s string) string {
+			return strings.Replace(s, `qps: {allPods: "20"}`, "qps: {allPods: \"20\"}\n      \"#0\": {allPods: \"30\"}", 1)
+		}, []string{`steps[0].metrics["qps"]: names the same metric as "#0"`}},
 		{"non-string key", func(s string) string { return s + "podTemplate:\n  requests: {1: 2}\n" }, nil},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,128 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const cpuScenario = `
+hpa:
+  metadata: {name: api, namespace: prod}
+  spec:
+    scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: api}
+    minReplicas: 1
+    maxReplicas: 6
+    metrics:
+      - type: Resource
+        resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}
+controller:
+  downscaleStabilization: 0s
+  cpuInitializationPeriod: 5m
+target: {replicas: 2}
+podTemplate:
+  containers: [{name: app, requests: {cpu: "1"}}]
+  newPods: {readyAfter: 20s}
+`
+
+func runScenario(t *testing.T, doc string) *Result {
+	t.Helper()
+	s, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunSemantics(t *testing.T) {
+	t.Run("new CPU pods are unready until ready and a full window later", func(t *testing.T) {
+		r := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, metrics: {cpu: {allPods: 900m}}}
+  - {at: 30s}
+  - {at: 90s}
+`)
+		// 0s: 2 pods at 90% -> 4. 30s: 2 new pods ready since 20s, samples
+		// cover 1m: unready, filled in at 0 -> (1.8)/4 = 45% -> hold at 4.
+		// 90s: every pod counts at 90% -> 8, limited to max 6.
+		var got []int32
+		for _, s := range r.Steps {
+			got = append(got, s.Replicas)
+		}
+		if diff := cmp.Diff([]int32{4, 4, 6}, got); diff != "" {
+			t.Errorf("replicas (-want +got):\n%s", diff)
+		}
+		if p := r.Steps[1].Metrics[0].Pods; p == nil || len(p.Unready) != 2 || r.Steps[1].Pods.Ready != 4 {
+			t.Errorf("step 1 grouping %+v, pods %+v: want 2 unready of 4 ready pods", p, r.Steps[1].Pods)
+		}
+	})
+	t.Run("generated pods follow a scale-down, newest first", func(t *testing.T) {
+		r := runScenario(t, strings.Replace(cpuScenario, "replicas: 2", "replicas: 4", 1)+`steps:
+  - {at: 0s, metrics: {cpu: {allPods: 100m}}}
+  - {at: 15s}
+`)
+		if r.Steps[0].Replicas != 1 || r.Steps[1].Pods.Total != 1 {
+			t.Errorf("replicas %d, pods at next step %d: want 1 and 1", r.Steps[0].Replicas, r.Steps[1].Pods.Total)
+		}
+	})
+	t.Run("a failed /scale update keeps the replicas", func(t *testing.T) {
+		r := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, metrics: {cpu: {allPods: 900m}}, scaleError: "conflict"}
+`)
+		s := r.Steps[0]
+		if s.Rescaled || s.Replicas != 2 || s.Conditions[0].Reason != "FailedUpdateScale" || s.Events[0].Reason != "FailedRescale" ||
+			s.Error != "failed to rescale Deployment/prod/api: conflict" {
+			t.Errorf("step = %+v", s)
+		}
+	})
+	t.Run("an outside change above maxReplicas is brought back", func(t *testing.T) {
+		r := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, replicas: 9, metrics: {cpu: {allPods: 500m}}}
+`)
+		s := r.Steps[0]
+		if s.CurrentReplicas != 9 || s.Replicas != 6 || s.Reason != "Current number of replicas above Spec.MaxReplicas" || s.Metrics != nil || s.ProposedReplicas != nil {
+			t.Errorf("step = %+v", s)
+		}
+	})
+	t.Run("explicit pods, deletion, missing samples, extraneous samples", func(t *testing.T) {
+		r := runScenario(t, `
+hpa:
+  spec:
+    scaleTargetRef: {kind: Deployment, name: web}
+    maxReplicas: 10
+    metrics: [{type: Pods, pods: {metric: {name: qps}, target: {type: AverageValue, averageValue: "10"}}}]
+target: {replicas: 3}
+pods:
+  - {name: a}
+  - {name: b}
+  - {name: c, deletedAt: -5s}
+steps:
+  - at: 0s
+    metrics: {qps: {perPod: {a: "5", c: "50", old: "5"}, missing: [b]}}
+`)
+		m := r.Steps[0].Metrics[0]
+		// a and the extraneous "old" sample: average 5 -> ratio 0.5, b is
+		// missing and counted at the target on a scale-down: (5+5+10)/3 = 6.666
+		// (integer milli-units) -> ratio 0.6666 -> ceil(1.9998) = 2.
+		if m.Pods == nil || m.Pods.Ready != 1 || len(m.Pods.Missing) != 1 || len(m.Pods.Ignored) != 1 || *m.UsageRatio != 0.5 || *m.AdjustedUsageRatio != 0.6666 || *m.ProposedReplicas != 2 {
+			t.Errorf("metric = %+v, pods %+v", m, m.Pods)
+		}
+		if r.Steps[0].StatusReplicas != 2 {
+			t.Errorf("status replicas = %d, want 2 (the deleting pod is not counted)", r.Steps[0].StatusReplicas)
+		}
+	})
+	t.Run("metric API error", func(t *testing.T) {
+		r := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, metrics: {cpu: {error: "metrics-server unavailable"}}}
+`)
+		s := r.Steps[0]
+		want := "failed to get cpu resource metric value: failed to get cpu utilization: unable to get metrics for resource cpu: unable to fetch metrics from resource metrics API: metrics-server unavailable"
+		if s.Metrics[0].Error != want || s.Conditions[1].Reason != "FailedGetResourceMetric" {
+			t.Errorf("metric error %q, conditions %+v", s.Metrics[0].Error, s.Conditions)
+		}
+	})
+}
