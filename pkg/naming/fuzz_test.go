@@ -176,3 +176,37 @@ func toLabelSet(m map[string]string) model.LabelSet {
 	}
 	return out
 }
+
+// FuzzResourceTemplate fuzzes resources.template and series labels: compiling
+// and resolving never panic, a recognised label always names a resource the
+// RESTMapper knows, and a rendered label is a valid label name.
+func FuzzResourceTemplate(f *testing.F) {
+	for _, s := range [][2]string{
+		{"<<.Resource>>", "pod"},
+		{"kube_<<.Group>>_<<.Resource>>", "kube_networking_k8s_io_ingress"},
+		{"<<if .Group>><<.Group>>_<<end>><<.Resource>>", "apps_deployment"},
+		{"<<.Resource>>_<<.Resource>>", "pod_pod"},
+		{"<<.Group>><<.Resource>><<.Group>><<.Resource>>", "appsdeploymentappsdeployment"},
+		{"x<<.Resource", "x"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	mapper := testMapper()
+	f.Fuzz(func(t *testing.T, tmpl, label string) {
+		if strings.Contains(tmpl, "range") || len(tmpl) > 1024 || len(label) > 256 {
+			return
+		}
+		m, _, err := NewResourceMapper(config.ResourceMapping{Template: tmpl}, mapper)
+		if err != nil {
+			return
+		}
+		if gr, ok := m.ResourceForLabel(label); ok {
+			if _, err := mapper.ResourceFor(gr.WithVersion("")); err != nil {
+				t.Fatalf("label %q mapped to %v, unknown to the RESTMapper: %v", label, gr, err)
+			}
+			if l, err := m.LabelForResource(gr); err == nil && !ValidLabelName(l) {
+				t.Fatalf("LabelForResource(%v) = %q, not a label name", gr, l)
+			}
+		}
+	})
+}
