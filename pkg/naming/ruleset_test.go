@@ -1,6 +1,7 @@
 package naming
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -202,5 +203,35 @@ func TestCompileNilInputs(t *testing.T) {
 func TestKindString(t *testing.T) {
 	if got := Kind(7).String(); got != "Kind(7)" {
 		t.Errorf("Kind(7).String() = %q", got)
+	}
+}
+
+// A RuleSet is used by the discovery loop and many request goroutines at
+// once; run under -race.
+func TestRuleSetConcurrentUse(t *testing.T) {
+	rs := mustCompile(t, &config.Config{Rules: []config.DiscoveryRule{templateRule(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)`)}})
+	r := rs.CustomRules()[0]
+	done := make(chan struct{})
+	for g := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				lbls := model.LabelSet{"pod": "a", "namespace": "n", model.LabelName(fmt.Sprintf("l%d_%d", g, i%7)): "x"}
+				if res, ns := r.ResourcesForSeries(lbls); len(res) != 2 || !ns {
+					t.Errorf("ResourcesForSeries = %v, %v", res, ns)
+					return
+				}
+				if _, err := r.QueryForSeries(CustomRequest{Series: "up", Resource: deployments, Namespace: "n", Names: []string{"d"}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%50 == 0 {
+					rs.ForgetUnresolved()
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
 	}
 }
