@@ -1,0 +1,364 @@
+// Package controller is the HorizontalPodAutoscaler controller shell around
+// the decision core in pkg/autoscaler: informers for HPAs and pods, a
+// rate-limited workqueue resyncing each HPA every sync period, the /scale
+// subresource of any scalable target, the three metrics APIs, events,
+// status writes and the per-HPA state the core needs between reconciles.
+// It behaves like kube-controller-manager's horizontal-pod-autoscaler
+// controller (Kubernetes 1.37), plus a dry-run mode that decides and records
+// without writing /scale or the HPA status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	autoscalinginformers "k8s.io/client-go/informers/autoscaling/v2"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	autoscalingclient "k8s.io/client-go/kubernetes/typed/autoscaling/v2"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/pkg/autoscaler"
+)
+
+// DefaultRequestTimeout bounds each API request of a reconcile (scale,
+// metrics, status).
+const DefaultRequestTimeout = 30 * time.Second
+
+// RESTMapper resolves a scale target's group and kind to its resources; a
+// discovery-backed mapper (restmapper.DeferredDiscoveryRESTMapper) refreshes
+// itself when a kind is not found.
+type RESTMapper interface {
+	RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error)
+}
+
+var _ RESTMapper = meta.RESTMapper(nil)
+
+// Config is everything a Controller is built from.
+type Config struct {
+	// Autoscaler is the decision core (flags: tolerance, stabilization,
+	// CPU initialization, readiness delay, feature gates).
+	Autoscaler *autoscaler.Autoscaler
+	// HPAs writes HPA status (and, in dry-run with DryRunAnnotate, the
+	// decision annotation).
+	HPAs autoscalingclient.HorizontalPodAutoscalersGetter
+	// Scales reads and updates the /scale subresource of scale targets.
+	Scales scale.ScalesGetter
+	// Mapper maps a scale target's group and kind to its resources.
+	Mapper RESTMapper
+	// Metrics reads the metrics APIs.
+	Metrics MetricsClient
+	// HPAInformer and PodInformer are shared informers; the caller starts
+	// them (the controller registers its handlers in New).
+	HPAInformer autoscalinginformers.HorizontalPodAutoscalerInformer
+	PodInformer coreinformers.PodInformer
+	// Recorder records events on HPAs (events.k8s.io).
+	Recorder events.EventRecorder
+	// Clock times reconciles; nil means the real clock.
+	Clock clock.PassiveClock
+	// Telemetry receives the controller's Prometheus metrics.
+	Telemetry *Metrics
+
+	// SyncPeriod is --horizontal-pod-autoscaler-sync-period: each HPA is
+	// reconciled this often.
+	SyncPeriod time.Duration
+	// Workers is --concurrent-horizontal-pod-autoscaler-syncs.
+	Workers int
+	// RequestTimeout bounds each API request (scale read and update, metrics
+	// reads, status write); zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// DryRun decides and records without updating /scale or HPA status.
+	DryRun bool
+	// DryRunAnnotate, with DryRun, writes each changed decision to the
+	// HPA's DryRunAnnotation.
+	DryRunAnnotate bool
+}
+
+// Validate reports every missing dependency and invalid setting.
+func (c *Config) Validate() []error {
+	var errs []error
+	for _, dep := range []struct {
+		name string
+		nil  bool
+	}{
+		{"Autoscaler", c.Autoscaler == nil},
+		{"HPAs", c.HPAs == nil},
+		{"Scales", c.Scales == nil},
+		{"Mapper", c.Mapper == nil},
+		{"Metrics", c.Metrics == nil},
+		{"HPAInformer", c.HPAInformer == nil},
+		{"PodInformer", c.PodInformer == nil},
+		{"Recorder", c.Recorder == nil},
+		{"Telemetry", c.Telemetry == nil},
+	} {
+		if dep.nil {
+			errs = append(errs, fmt.Errorf("controller config: %s is required", dep.name))
+		}
+	}
+	if c.SyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("controller config: SyncPeriod %v must be positive", c.SyncPeriod))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("controller config: Workers %d must be at least 1", c.Workers))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("controller config: RequestTimeout %v must not be negative", c.RequestTimeout))
+	}
+	if c.DryRunAnnotate && !c.DryRun {
+		errs = append(errs, errors.New("controller config: DryRunAnnotate needs DryRun"))
+	}
+	return errs
+}
+
+// Controller reconciles autoscaling/v2 HorizontalPodAutoscalers.
+type Controller struct {
+	cfg       Config
+	core      *autoscaler.Autoscaler
+	clock     clock.PassiveClock
+	tel       *Metrics
+	hpaLister autoscalinglisters.HorizontalPodAutoscalerLister
+	podLister corelisters.PodLister
+	synced    []cache.InformerSynced
+	queue     workqueue.TypedRateLimitingInterface[string]
+	selectors *selectorStore
+
+	mu     sync.Mutex
+	states map[string]*autoscaler.State // per HPA key; see stateFor
+
+	ready atomic.Bool
+	// reconciled, when set (tests and benchmarks), is called after each
+	// reconcile with the key.
+	reconciled func(key string)
+}
+
+// New builds a Controller and registers its event handlers on the
+// informers. It does not start anything; see Run.
+func New(cfg Config) (*Controller, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	c := &Controller{
+		cfg:       cfg,
+		core:      cfg.Autoscaler,
+		clock:     cfg.Clock,
+		tel:       cfg.Telemetry,
+		hpaLister: cfg.HPAInformer.Lister(),
+		podLister: cfg.PodInformer.Lister(),
+		synced:    []cache.InformerSynced{cfg.HPAInformer.Informer().HasSynced, cfg.PodInformer.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			newFixedIntervalRateLimiter(cfg.SyncPeriod),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "promscaler_hpa"},
+		),
+		selectors: newSelectorStore(),
+		states:    map[string]*autoscaler.State{},
+	}
+	reg, err := cfg.HPAInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.addHPA,
+		UpdateFunc: c.updateHPA,
+		DeleteFunc: c.deleteHPA,
+	}, cfg.SyncPeriod)
+	if err != nil {
+		return nil, fmt.Errorf("registering HPA event handler: %w", err)
+	}
+	// Synced also waits for the handler to have seen every HPA of the
+	// initial list, so each is registered before its first reconcile.
+	c.synced = append(c.synced, reg.HasSynced)
+	// Pods need an informer for the lister only.
+	cfg.PodInformer.Informer()
+	return c, nil
+}
+
+// HasSynced reports whether the HPA and pod caches are filled and the
+// controller's handler has seen every HPA of the initial list.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Ready reports whether the informer caches have synced and workers run.
+func (c *Controller) Ready() bool { return c.ready.Load() }
+
+// Run waits for the informer caches, then reconciles with cfg.Workers
+// workers until ctx is done. It returns once every worker has stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting HPA controller", "workers", c.cfg.Workers, "syncPeriod", c.cfg.SyncPeriod, "dryRun", c.cfg.DryRun)
+
+	var wg sync.WaitGroup
+	defer func() {
+		c.queue.ShutDown()
+		wg.Wait()
+		c.ready.Store(false)
+		logger.Info("Stopped HPA controller")
+	}()
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return fmt.Errorf("waiting for HPA and pod caches to sync: %w", ctx.Err())
+	}
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, c.worker, time.Second)
+		})
+	}
+	c.ready.Store(true)
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) addHPA(obj any) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("getting key of added HPA: %w", err))
+		return
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	// Registered with a selector matching nothing until its reconcile sets
+	// the real one, so a reconcile starting now finds it present.
+	c.selectors.putIfAbsent(ns, name, labels.Nothing())
+	c.queue.Add(key)
+}
+
+func (c *Controller) updateHPA(oldObj, curObj any) {
+	oldHPA, ok1 := oldObj.(*autoscalingv2.HorizontalPodAutoscaler)
+	curHPA, ok2 := curObj.(*autoscalingv2.HorizontalPodAutoscaler)
+	// With the HPAGeneration gate the API server bumps metadata.generation
+	// on spec changes only: those are reconciled now, status-only updates
+	// (our own writes included) wait for the next period.
+	if ok1 && ok2 && c.core.Config().Features.ObservedGeneration && oldHPA.Generation != curHPA.Generation {
+		c.addHPA(curHPA)
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(curObj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("getting key of updated HPA: %w", err))
+		return
+	}
+	c.queue.AddRateLimited(key)
+}
+
+func (c *Controller) deleteHPA(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("getting key of deleted HPA: %w", err))
+		return
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	c.queue.Forget(key)
+	c.selectors.delete(ns, name)
+	// Reconcile now: it finds the HPA gone and drops its state.
+	c.queue.Add(key)
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	deleted, err := c.reconcileKey(ctx, key)
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Reconciling HPA", "hpa", key)
+	}
+	// Every HPA comes back one sync period later, whatever happened; a
+	// key already waiting keeps its earlier time.
+	if !deleted {
+		c.queue.AddRateLimited(key)
+	}
+	if c.reconciled != nil {
+		c.reconciled(key)
+	}
+	return true
+}
+
+// reconcileKey reconciles the HPA named by key, or drops its state when it
+// no longer exists (deleted reports that).
+func (c *Controller) reconcileKey(ctx context.Context, key string) (deleted bool, err error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return true, fmt.Errorf("invalid HPA key %q: %w", key, err)
+	}
+	hpa, err := c.hpaLister.HorizontalPodAutoscalers(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Info("Horizontal Pod Autoscaler has been deleted", "hpa", klog.KRef(ns, name))
+		c.dropState(ns, name)
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading HPA %s from cache: %w", key, err)
+	}
+	start := c.clock.Now()
+	err = c.reconcile(ctx, key, hpa)
+	result := ResultSuccess
+	if err != nil {
+		result = ResultError
+	}
+	c.tel.ReconcileDuration.WithLabelValues(result).Observe(c.clock.Since(start).Seconds())
+	return false, err
+}
+
+// stateFor returns the state of the HPA key, creating it. The workqueue
+// hands a key to one worker at a time, so the state needs no lock of its
+// own; the map does.
+func (c *Controller) stateFor(key string) *autoscaler.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.states[key]
+	if !ok {
+		s = &autoscaler.State{}
+		c.states[key] = s
+		c.tel.HPAs.Set(float64(len(c.states)))
+	}
+	return s
+}
+
+// dropState forgets everything kept for a deleted HPA.
+func (c *Controller) dropState(ns, name string) {
+	key := ns + "/" + name
+	c.mu.Lock()
+	delete(c.states, key)
+	c.tel.HPAs.Set(float64(len(c.states)))
+	c.mu.Unlock()
+	c.selectors.delete(ns, name)
+	c.tel.DesiredReplicas.DeleteLabelValues(ns, name)
+}
+
+// hasState reports whether state is kept for key.
+func (c *Controller) hasState(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.states[key]
+	return ok
+}

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/promscaler/promscaler/pkg/autoscaler"
+)
+
+// DryRunAnnotation is the HPA annotation that --dry-run-annotate writes:
+// a JSON DryRunRecord of the latest decision.
+const DryRunAnnotation = "promscaler.io/dry-run-decision"
+
+// DryRunRecord is the decision a dry run records on the HPA. It holds no
+// timestamps or metric values, so it changes (and is written) only when the
+// decision does.
+type DryRunRecord struct {
+	// CurrentReplicas is the target's spec.replicas.
+	CurrentReplicas int32 `json:"currentReplicas"`
+	// DesiredReplicas is what the controller would set.
+	DesiredReplicas int32 `json:"desiredReplicas"`
+	// Rescale reports whether it would update /scale.
+	Rescale bool `json:"rescale"`
+	// Reason is the rescale reason, as in a SuccessfulRescale event.
+	Reason string `json:"reason,omitempty"`
+	// Conditions are the conditions the controller would write.
+	Conditions []DryRunCondition `json:"conditions,omitempty"`
+}
+
+// DryRunCondition is one HPA condition without its message and time.
+type DryRunCondition struct {
+	Type   autoscalingv2.HorizontalPodAutoscalerConditionType `json:"type"`
+	Status v1.ConditionStatus                                 `json:"status"`
+	Reason string                                             `json:"reason,omitempty"`
+}
+
+// dryRunRecord builds the record of d.
+func dryRunRecord(d *autoscaler.Decision) DryRunRecord {
+	r := DryRunRecord{
+		CurrentReplicas: d.CurrentReplicas,
+		DesiredReplicas: d.DesiredReplicas,
+		Rescale:         d.Rescale,
+		Reason:          d.Reason,
+	}
+	for _, c := range d.Status.Conditions {
+		r.Conditions = append(r.Conditions, DryRunCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+	}
+	return r
+}
+
+// annotate writes the decision to the HPA's DryRunAnnotation with a JSON
+// merge patch (no resourceVersion: it cannot conflict with the built-in
+// controller's status writes on our side), only when the recorded decision
+// changed.
+func (c *Controller) annotate(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) error {
+	value, err := json.Marshal(dryRunRecord(d))
+	if err != nil {
+		return fmt.Errorf("encoding dry-run decision of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	}
+	if hpa.Annotations[DryRunAnnotation] == string(value) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{DryRunAnnotation: string(value)}},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding dry-run patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(rctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("writing dry-run decision annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Recorded dry-run decision", "hpa", klog.KObj(hpa), "decision", string(value))
+	return nil
+}

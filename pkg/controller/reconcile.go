@@ -1,0 +1,386 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	customapi "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	externalapi "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/promscaler/promscaler/pkg/autoscaler"
+)
+
+// maxEventNote is the longest note the events API accepts.
+const maxEventNote = 1024
+
+// reconcile is one reconcile of one HPA: read /scale, gather pods and
+// metrics, let the core decide, apply (or, in dry-run, only record) the
+// decision.
+func (c *Controller) reconcile(ctx context.Context, key string, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+	logger := klog.FromContext(ctx).WithValues("hpa", klog.KObj(hpa))
+	state := c.stateFor(key)
+	ref := hpa.Spec.ScaleTargetRef
+	reference := fmt.Sprintf("%s/%s/%s", ref.Kind, hpa.Namespace, ref.Name)
+
+	sc, gr, scaleErr, err := c.getScale(ctx, hpa)
+	if err != nil {
+		d := c.core.FailedGetScale(hpa, scaleErr)
+		c.tel.Decisions.WithLabelValues(DecisionError, "FailedGetScale").Inc()
+		c.record(hpa, d.Events)
+		if werr := c.writeDecision(ctx, hpa, &d); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return err
+	}
+
+	in := autoscaler.Input{
+		HPA:            hpa,
+		SpecReplicas:   sc.Spec.Replicas,
+		StatusReplicas: sc.Status.Replicas,
+		Selector:       sc.Status.Selector,
+	}
+	if c.core.NeedsMetrics(hpa, in.SpecReplicas) {
+		if err := c.gather(ctx, hpa, &in); err != nil {
+			return err
+		}
+	}
+	d := c.core.Decide(state, in)
+	decision, reason := decisionLabels(&d)
+	if d.Rescale {
+		direction := "up"
+		if d.DesiredReplicas < d.CurrentReplicas {
+			direction = "down"
+		}
+		switch {
+		case c.cfg.DryRun:
+			// No scale event is stored: the target did not change, and the
+			// rate policies must count only rescales that happened.
+			c.tel.ScaleOperations.WithLabelValues(direction, ResultDryRun).Inc()
+			d.Events = append(d.Events, autoscaler.Event{Type: v1.EventTypeNormal, Reason: "DryRunRescale",
+				Message: fmt.Sprintf("New size: %d; reason: %s; dry run: /scale not updated", d.DesiredReplicas, d.Reason)})
+			logger.Info("Would rescale (dry run)", "currentReplicas", d.CurrentReplicas, "desiredReplicas", d.DesiredReplicas, "reason", d.Reason)
+		default:
+			uerr := c.updateScale(ctx, hpa.Namespace, ref.Name, gr, sc, d.DesiredReplicas, reference)
+			c.core.FinishRescale(state, &d, uerr)
+			if uerr != nil {
+				decision, reason = DecisionError, "FailedUpdateScale"
+				c.tel.ScaleOperations.WithLabelValues(direction, ResultError).Inc()
+			} else {
+				c.tel.ScaleOperations.WithLabelValues(direction, ResultSuccess).Inc()
+				logger.Info("Successfully rescaled", "currentReplicas", d.CurrentReplicas, "desiredReplicas", d.DesiredReplicas, "reason", d.Reason)
+			}
+		}
+	} else {
+		logger.V(4).Info("Decided not to scale", "scaleTarget", reference, "desiredReplicas", d.DesiredReplicas, "reason", reason)
+	}
+	c.tel.Decisions.WithLabelValues(decision, reason).Inc()
+	c.tel.DesiredReplicas.WithLabelValues(hpa.Namespace, hpa.Name).Set(float64(d.DesiredReplicas))
+	c.record(hpa, d.Events)
+	werr := c.writeDecision(ctx, hpa, &d)
+	switch {
+	case werr != nil:
+		return werr
+	case d.Err != nil:
+		return d.Err
+	}
+	return nil
+}
+
+// getScale resolves the scale target and reads its /scale. On failure it
+// returns the error the core's FailedGetScale reports (upstream's event
+// text) and the wrapped error the reconcile returns.
+func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) (*autoscalingv1.Scale, schema.GroupResource, error, error) {
+	ref := hpa.Spec.ScaleTargetRef
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, schema.GroupResource{}, err, fmt.Errorf("invalid API version in scale target reference: %w", err)
+	}
+	mappings, err := c.cfg.Mapper.RESTMappings(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
+	if err != nil {
+		return nil, schema.GroupResource{}, err, fmt.Errorf("unable to determine resource for scale target reference: %w", err)
+	}
+	var firstErr error
+	for i, m := range mappings {
+		gr := m.Resource.GroupResource()
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		sc, err := c.cfg.Scales.Scales(hpa.Namespace).Get(rctx, gr, ref.Name, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			return sc, gr, nil, nil
+		}
+		if i == 0 {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		firstErr = errors.New("unrecognized resource")
+	}
+	return nil, schema.GroupResource{}, firstErr, fmt.Errorf("failed to query scale subresource for %s/%s/%s: %w", ref.Kind, hpa.Namespace, ref.Name, firstErr)
+}
+
+// updateScale sets the target's spec.replicas, re-reading /scale and
+// retrying on conflicts as upstream does.
+func (c *Controller) updateScale(ctx context.Context, namespace, name string, gr schema.GroupResource, sc *autoscalingv1.Scale, replicas int32, reference string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc.Spec.Replicas = replicas
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		defer cancel()
+		_, err := c.cfg.Scales.Scales(namespace).Update(rctx, gr, sc, metav1.UpdateOptions{})
+		if err == nil {
+			return nil
+		}
+		if apierrors.IsConflict(err) {
+			latest, gerr := c.cfg.Scales.Scales(namespace).Get(rctx, gr, name, metav1.GetOptions{})
+			if gerr != nil {
+				klog.FromContext(ctx).Error(gerr, "Re-reading scale after a conflict", "scaleTarget", reference)
+			} else {
+				*sc = *latest
+			}
+		}
+		return err
+	})
+}
+
+// gather lists the target's pods and reads every metric of the HPA into in.
+// It returns an error only when the HPA was deleted meanwhile.
+func (c *Controller) gather(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, in *autoscaler.Input) error {
+	if in.Selector == "" {
+		return nil // the core reports the missing selector
+	}
+	selector, err := labels.Parse(in.Selector)
+	if err != nil {
+		return nil // the core reports the invalid selector
+	}
+	if !c.selectors.putIfPresent(hpa.Namespace, hpa.Name, selector) {
+		return fmt.Errorf("HPA %s/%s was deleted during reconciliation", hpa.Namespace, hpa.Name)
+	}
+	pods, err := c.podLister.Pods(hpa.Namespace).List(selector)
+	if err != nil {
+		return fmt.Errorf("listing pods of HPA %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	}
+	in.Pods = pods
+	if matching := c.selectors.matching(hpa.Namespace, pods, 2); len(matching) > 1 {
+		in.SelectingHPAs = matching
+		return nil // ambiguous: the core evaluates no metric
+	}
+	specs := autoscaler.MetricSpecs(hpa)
+	in.Metrics = make([]autoscaler.MetricValues, len(specs))
+	f := fetcher{c: c, ctx: ctx, namespace: hpa.Namespace, selector: selector}
+	for i := range specs {
+		in.Metrics[i] = f.fetch(&specs[i])
+	}
+	return nil
+}
+
+// fetcher reads the metrics of one reconcile. The resource metrics of the
+// target's pods are listed once however many Resource and
+// ContainerResource metrics the HPA has.
+type fetcher struct {
+	c         *Controller
+	ctx       context.Context
+	namespace string
+	selector  labels.Selector
+
+	podMetricsDone bool
+	podMetrics     []metricsapi.PodMetrics
+	podMetricsErr  error
+}
+
+func (f *fetcher) resourceMetrics() ([]metricsapi.PodMetrics, error) {
+	if !f.podMetricsDone {
+		f.podMetricsDone = true
+		f.podMetrics, f.podMetricsErr = timed(f, string(autoscalingv2.ResourceMetricSourceType), func(ctx context.Context) ([]metricsapi.PodMetrics, error) {
+			return f.c.cfg.Metrics.PodResourceMetrics(ctx, f.namespace, f.selector)
+		})
+	}
+	return f.podMetrics, f.podMetricsErr
+}
+
+// fetch reads the values of one metric spec. Specs the core rejects before
+// reading (missing source, invalid metric selector, unknown type) are not
+// read; the core reports them.
+func (f *fetcher) fetch(spec *autoscalingv2.MetricSpec) autoscaler.MetricValues {
+	ns := f.namespace
+	switch spec.Type {
+	case autoscalingv2.ResourceMetricSourceType:
+		if spec.Resource == nil {
+			return autoscaler.MetricValues{}
+		}
+		items, err := f.resourceMetrics()
+		return f.count(spec.Type, autoscaler.FromPodMetrics(items, err, spec.Resource.Name, ""))
+	case autoscalingv2.ContainerResourceMetricSourceType:
+		if spec.ContainerResource == nil {
+			return autoscaler.MetricValues{}
+		}
+		items, err := f.resourceMetrics()
+		return f.count(spec.Type, autoscaler.FromPodMetrics(items, err, spec.ContainerResource.Name, spec.ContainerResource.Container))
+	case autoscalingv2.PodsMetricSourceType:
+		if spec.Pods == nil {
+			return autoscaler.MetricValues{}
+		}
+		msel, err := metav1.LabelSelectorAsSelector(spec.Pods.Metric.Selector)
+		if err != nil {
+			return autoscaler.MetricValues{Err: err}
+		}
+		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]customapi.MetricValue, error) {
+			return f.c.cfg.Metrics.PodsCustomMetric(ctx, ns, spec.Pods.Metric.Name, f.selector, msel)
+		})
+		return f.count(spec.Type, autoscaler.FromPodsCustomMetrics(items, err))
+	case autoscalingv2.ObjectMetricSourceType:
+		if spec.Object == nil {
+			return autoscaler.MetricValues{}
+		}
+		msel, err := metav1.LabelSelectorAsSelector(spec.Object.Metric.Selector)
+		if err != nil {
+			return autoscaler.MetricValues{Err: err}
+		}
+		v, err := timed(f, string(spec.Type), func(ctx context.Context) (*customapi.MetricValue, error) {
+			return f.c.cfg.Metrics.ObjectCustomMetric(ctx, ns, spec.Object.Metric.Name, spec.Object.DescribedObject, msel)
+		})
+		return f.count(spec.Type, autoscaler.FromObjectCustomMetric(v, err))
+	case autoscalingv2.ExternalMetricSourceType:
+		if spec.External == nil {
+			return autoscaler.MetricValues{}
+		}
+		msel, err := metav1.LabelSelectorAsSelector(spec.External.Metric.Selector)
+		if err != nil {
+			return autoscaler.MetricValues{Err: err}
+		}
+		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]externalapi.ExternalMetricValue, error) {
+			return f.c.cfg.Metrics.ExternalMetric(ctx, ns, spec.External.Metric.Name, msel)
+		})
+		return f.count(spec.Type, autoscaler.FromExternalMetrics(items, err))
+	}
+	return autoscaler.MetricValues{}
+}
+
+// count records a failed read (an API error or an empty answer).
+func (f *fetcher) count(source autoscalingv2.MetricSourceType, v autoscaler.MetricValues) autoscaler.MetricValues {
+	if v.Err != nil {
+		f.c.tel.MetricFetchErrors.WithLabelValues(string(source)).Inc()
+	}
+	return v
+}
+
+// timed runs one metrics API read under the request timeout and observes
+// its duration.
+func timed[T any](f *fetcher, source string, read func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout)
+	defer cancel()
+	start := f.c.clock.Now()
+	v, err := read(ctx)
+	f.c.tel.MetricFetchDuration.WithLabelValues(source).Observe(f.c.clock.Since(start).Seconds())
+	return v, err
+}
+
+// record emits the decision's events on the HPA.
+func (c *Controller) record(hpa *autoscalingv2.HorizontalPodAutoscaler, evs []autoscaler.Event) {
+	for _, e := range evs {
+		note := e.Message
+		if len(note) > maxEventNote {
+			note = note[:maxEventNote-3] + "..."
+		}
+		c.cfg.Recorder.Eventf(hpa, nil, e.Type, e.Reason, eventAction(e.Reason), "%s", note)
+	}
+}
+
+// eventAction is the events API "action" of an upstream event reason.
+func eventAction(reason string) string {
+	switch reason {
+	case "SuccessfulRescale", "FailedRescale", "DryRunRescale":
+		return "Rescale"
+	case "FailedGetScale":
+		return "GetScale"
+	case "FailedGetResourceMetric", "FailedGetContainerResourceMetric", "FailedGetPodsMetric",
+		"FailedGetObjectMetric", "FailedGetExternalMetric", "InvalidMetricSourceType":
+		return "GetMetrics"
+	case "FailedComputeMetricsReplicas":
+		return "ComputeReplicas"
+	case "SelectorRequired", "InvalidSelector", "AmbiguousSelector":
+		return "ValidateSelector"
+	case "FailedUpdateStatus":
+		return "UpdateStatus"
+	}
+	return "Reconcile"
+}
+
+// writeDecision persists the decision: the HPA status when it changed, or
+// in dry-run the annotation (when enabled and changed).
+func (c *Controller) writeDecision(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) error {
+	if c.cfg.DryRun {
+		if !c.cfg.DryRunAnnotate {
+			return nil
+		}
+		return c.annotate(ctx, hpa, d)
+	}
+	if !autoscaler.StatusChanged(&hpa.Status, &d.Status) {
+		return nil
+	}
+	// A shallow copy: only the status differs and nothing is mutated.
+	updated := *hpa
+	updated.Status = d.Status
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).UpdateStatus(rctx, &updated, metav1.UpdateOptions{}); err != nil {
+		c.tel.StatusUpdates.WithLabelValues(ResultError).Inc()
+		c.record(hpa, []autoscaler.Event{{Type: v1.EventTypeWarning, Reason: "FailedUpdateStatus", Message: err.Error()}})
+		return fmt.Errorf("failed to update status for %s: %w", hpa.Name, err)
+	}
+	c.tel.StatusUpdates.WithLabelValues(ResultSuccess).Inc()
+	klog.FromContext(ctx).V(2).Info("Successfully updated status", "hpa", klog.KObj(hpa))
+	return nil
+}
+
+// decisionLabels classifies a decision for the decisions_total metric: the
+// outcome and the condition reason that explains it. Both come from fixed
+// sets (the core's condition reasons), never from free text.
+func decisionLabels(d *autoscaler.Decision) (decision, reason string) {
+	cond := func(t autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
+		return autoscaler.Condition(&d.Status, t)
+	}
+	switch {
+	case d.Rescale && d.DesiredReplicas > d.CurrentReplicas:
+		decision = DecisionScaleUp
+	case d.Rescale:
+		decision = DecisionScaleDown
+	default:
+		decision = DecisionNone
+	}
+	if !d.MetricsComputed {
+		switch {
+		case d.Rescale && d.DesiredReplicas < d.CurrentReplicas:
+			return decision, "AboveMaxReplicas"
+		case d.Rescale:
+			return decision, "BelowMinReplicas"
+		}
+		if c := cond(autoscalingv2.ScalingActive); c != nil && c.Status == v1.ConditionFalse {
+			return decision, c.Reason // ScalingDisabled
+		}
+		return decision, "Unknown"
+	}
+	if d.MetricReplicas < 0 {
+		reason = "FailedComputeMetricsReplicas"
+		if c := cond(autoscalingv2.ScalingActive); c != nil && c.Status == v1.ConditionFalse {
+			reason = c.Reason
+		}
+		return DecisionError, reason
+	}
+	if c := cond(autoscalingv2.ScalingLimited); c != nil && c.Status == v1.ConditionTrue {
+		return decision, c.Reason
+	}
+	if c := cond(autoscalingv2.AbleToScale); c != nil {
+		return decision, c.Reason
+	}
+	return decision, "Unknown"
+}
