@@ -3,6 +3,7 @@ package naming
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,6 +44,13 @@ func FuzzRenderQuery(f *testing.F) {
 			if rs, err := Compile(&config.Config{Rules: []config.DiscoveryRule{rule}}, mapper); err == nil {
 				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, Names: []string{name1, name2}})
 				_, _ = rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, AllObjects: true})
+			}
+		}
+
+		// The fast quoting path is strconv.Quote exactly.
+		for _, v := range []string{namespace, name1, name2} {
+			if got, want := string(appendQuoted(nil, v)), strconv.Quote(v); got != want {
+				t.Fatalf("appendQuoted(%q) = %s, want %s", v, got, want)
 			}
 		}
 

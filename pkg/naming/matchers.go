@@ -67,7 +67,30 @@ func (m Matcher) String() string {
 func (m Matcher) appendTo(b []byte) []byte {
 	b = append(b, m.Name...)
 	b = append(b, m.Op...)
-	return strconv.AppendQuote(b, m.Value)
+	return appendQuoted(b, m.Value)
+}
+
+// plainASCII reports whether s is printable ASCII without a double quote or a
+// backslash: a string strconv.Quote leaves unchanged between its quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendQuoted appends s as a double-quoted PromQL string, exactly as
+// strconv.AppendQuote does (PromQL unquotes with Go's rules), with a fast
+// path for the common plain-ASCII value.
+func appendQuoted(b []byte, s string) []byte {
+	if !plainASCII(s) {
+		return strconv.AppendQuote(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // JoinMatchers renders matchers comma-separated, in order, as they appear
@@ -174,6 +197,9 @@ func OneOf(values []string) string {
 // quoteInner returns s escaped for use between double quotes in PromQL,
 // without the surrounding quotes.
 func quoteInner(s string) string {
+	if plainASCII(s) {
+		return s
+	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
 }

@@ -3,6 +3,7 @@ package naming
 import (
 	"errors"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -126,6 +127,17 @@ func TestMatcherString(t *testing.T) {
 	}
 	if got := JoinMatchers(nil); got != "" {
 		t.Errorf("JoinMatchers(nil) = %q, want empty", got)
+	}
+}
+
+func TestAppendQuotedIsStrconvQuote(t *testing.T) {
+	for _, s := range []string{"", "a", "web-1.x_y", `"`, `\`, "\n", "\x7f", "\x1f", " ", "~", "café", "\xff", "a\u2028b", "tab\there"} {
+		if got, want := string(appendQuoted(nil, s)), strconv.Quote(s); got != want {
+			t.Errorf("appendQuoted(%q) = %s, want %s", s, got, want)
+		}
+		if got, want := quoteInner(s), strconv.Quote(s); `"`+got+`"` != want {
+			t.Errorf("quoteInner(%q) = %s, want the inside of %s", s, got, want)
+		}
 	}
 }
 
