@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
-	"strconv"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +31,10 @@ import (
 const ns = "ns"
 
 type fakeMetrics struct {
-	pods     metricsclient.PodMetricsInfo
-	value    int64
-	series   []int64
-	ts       time.Time
+	pods   metricsclient.PodMetricsInfo
+	value  int64
+	series []int64
+	ts     time.Time
 }
 
 func (f *fakeMetrics) copyPods() metricsclient.PodMetricsInfo {
@@ -70,14 +70,14 @@ func tolerances(down, up float64) podautoscaler.Tolerances {
 }
 
 type world struct {
-	now      time.Time
-	pods     []*v1.Pod
-	metrics  *fakeMetrics
-	current  int32
-	status   int32
-	tolDown  float64
-	tolUp    float64
-	desc     string
+	now     time.Time
+	pods    []*v1.Pod
+	metrics *fakeMetrics
+	current int32
+	status  int32
+	tolDown float64
+	tolUp   float64
+	desc    string
 }
 
 func sec(n int) time.Duration { return time.Duration(n) * time.Second }

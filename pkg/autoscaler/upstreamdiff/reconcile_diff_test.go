@@ -123,8 +123,8 @@ func randomHPA(r *rand.Rand) *autoscalingv2.HorizontalPodAutoscaler {
 }
 
 type upstreamResult struct {
-	status       *autoscalingv2.HorizontalPodAutoscalerStatus
-	scaledTo     *int32
+	status   *autoscalingv2.HorizontalPodAutoscalerStatus
+	scaledTo *int32
 }
 
 func runUpstream(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscaler, w *world, metrics metricsclient.MetricsClient, spec, status int32) upstreamResult {
