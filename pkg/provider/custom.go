@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -95,7 +96,10 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
-	s, ok := values[name.Name]
+	s, ok := sampleValue{}, false
+	if smp, found := values[name.Name]; found {
+		s, ok = sampleValueOf(smp)
+	}
 	if !ok {
 		q, hasDefault, err := ruleDefault(t.entry.Rule)
 		if err != nil {
@@ -138,24 +142,22 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
-	var def *sampleValue
-	if len(values) < len(names) {
-		q, ok, err := ruleDefault(t.entry.Rule)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			def = &sampleValue{value: q, ts: p.now()}
-		}
+	q, hasDefault, err := ruleDefault(t.entry.Rule)
+	if err != nil {
+		return nil, err
 	}
+	def := sampleValue{value: q, ts: p.now()}
 	list.Items = make([]custom_metrics.MetricValue, 0, len(names))
 	for _, n := range names {
-		s, ok := values[n]
+		s, ok := sampleValue{}, false
+		if smp, found := values[n]; found {
+			s, ok = sampleValueOf(smp)
+		}
 		if !ok {
-			if def == nil {
+			if !hasDefault {
 				continue
 			}
-			s = *def
+			s = def
 		}
 		list.Items = append(list.Items, t.value(namespace, n, sel, s))
 	}
@@ -199,31 +201,20 @@ func (t *customTarget) value(namespace, name string, sel *metav1.LabelSelector, 
 	}
 }
 
-// queryCustom renders and runs the rule's query for names and returns the
-// usable value of each object that has one. With more names than the
-// threshold, the query asks for every object of the resource in the
-// namespace (its length no longer depends on the number of names) and the
-// answer is filtered here.
-func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) (map[string]sampleValue, error) {
+// queryCustom renders and runs the rule's query for names and returns, by
+// object name, the first sample with a finite value (NaN and ±Inf are not
+// values, see Quantity). With more names than the threshold, the query
+// asks for every object of the resource in the namespace, so its length no
+// longer depends on the number of names; the caller keeps the names it
+// wants. The samples are shared with coalesced callers: read-only.
+func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) (map[string]*model.Sample, error) {
 	req := naming.CustomRequest{
 		Series:         t.entry.SeriesName,
 		Resource:       t.gr(),
 		Namespace:      namespace,
 		Names:          names,
 		MetricSelector: metricSelector,
-	}
-	var wanted map[string]struct{}
-	if len(names) > p.maxNames {
-		req.AllObjects = true
-		wanted = make(map[string]struct{}, len(names))
-		for _, n := range names {
-			wanted[n] = struct{}{}
-		}
-	} else if len(names) > 1 {
-		wanted = make(map[string]struct{}, len(names))
-		for _, n := range names {
-			wanted[n] = struct{}{}
-		}
+		AllObjects:     len(names) > p.maxNames,
 	}
 	q, err := t.entry.Rule.QueryForSeries(req)
 	if err != nil {
@@ -239,34 +230,36 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
 
 	resLabel := model.LabelName(q.ResourceLabel)
-	values := make(map[string]sampleValue, min(len(names), len(vec)))
+	byName := make(map[string]*model.Sample, len(vec))
 	for _, s := range vec {
 		name := string(s.Metric[resLabel])
 		if name == "" {
 			continue
 		}
-		if wanted != nil {
-			if _, ok := wanted[name]; !ok {
-				continue
-			}
-		} else if name != names[0] {
-			continue
-		}
-		if _, dup := values[name]; dup {
-			// The query did not aggregate to one sample per object:
-			// keep the first, as the answer order is Prometheus'.
-			klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", t.entry.Rule.Path(), "object", name)
-			continue
-		}
-		v, err := Quantity(float64(s.Value))
-		if err != nil {
-			klog.V(2).InfoS("Skipping a sample without a finite value", "rule", t.entry.Rule.Path(),
+		if f := float64(s.Value); math.IsNaN(f) || math.IsInf(f, 0) {
+			klog.V(4).InfoS("Skipping a sample without a finite value", "rule", t.entry.Rule.Path(),
 				"metric", t.metric, "namespace", namespace, "object", name, "value", s.Value)
 			continue
 		}
-		values[name] = sampleValue{value: v, ts: s.Timestamp.Time()}
+		if _, dup := byName[name]; dup {
+			// The query did not aggregate to one sample per object:
+			// keep the first, in Prometheus' answer order.
+			klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", t.entry.Rule.Path(), "object", name)
+			continue
+		}
+		byName[name] = s
 	}
-	return values, nil
+	return byName, nil
+}
+
+// sampleValueOf converts a sample; ok is false for NaN and ±Inf (which
+// queryCustom already leaves out).
+func sampleValueOf(s *model.Sample) (sampleValue, bool) {
+	v, err := Quantity(float64(s.Value))
+	if err != nil {
+		return sampleValue{}, false
+	}
+	return sampleValue{value: v, ts: s.Timestamp.Time()}, true
 }
 
 // ruleDefault returns the rule's parsed defaultValue, if any.

@@ -31,7 +31,7 @@ func partial(apiVersion, kind, ns, name string, lbls map[string]string) *metav1.
 
 // runCache starts an ObjectCache over objs and stops it (waiting for its
 // informers) at the end of the test.
-func runCache(t *testing.T, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *metadatafake.FakeMetadataClient) {
+func runCache(t testing.TB, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *metadatafake.FakeMetadataClient) {
 	t.Helper()
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {

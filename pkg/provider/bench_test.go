@@ -1,0 +1,168 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/provider"
+)
+
+var fpmInfo = cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
+
+// benchSelectorRequest measures the HPA's Pods-metric request (`pods/*`
+// with a label selector) over n pods, through the real Prometheus client
+// and an httptest Prometheus answering one sample per pod.
+func benchSelectorRequest(b *testing.B, n int, parallel bool) {
+	objs, answer := bigNamespace(n)
+	e := newEnv(b, envOptions{answer: answer, objects: objs, fpmNamespaces: []string{"big"}})
+	sel := mustSelector(b, "app=worker")
+	run := func() {
+		list, err := e.prov.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(list.Items) != n {
+			b.Fatalf("got %d items, want %d", len(list.Items), n)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	if !parallel {
+		for b.Loop() {
+			run()
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	}
+	b.StopTimer()
+	reportCPU(b, cpu0)
+	b.ReportMetric(float64(len(e.prom.sent()))/float64(b.N), "promqueries/op")
+}
+
+func BenchmarkPodsStar100(b *testing.B)          { benchSelectorRequest(b, 100, false) }
+func BenchmarkPodsStar100Parallel(b *testing.B)  { benchSelectorRequest(b, 100, true) }
+func BenchmarkPodsStar5000(b *testing.B)         { benchSelectorRequest(b, 5000, false) }
+func BenchmarkPodsStar5000Parallel(b *testing.B) { benchSelectorRequest(b, 5000, true) }
+
+// staticQuerier answers every query with one decoded vector: it isolates
+// the provider's own cost from HTTP and JSON.
+type staticQuerier struct{ vec model.Vector }
+
+func (q staticQuerier) Query(context.Context, string, time.Time) (model.Vector, error) {
+	return q.vec, nil
+}
+
+// benchOverhead measures the provider alone (index lookup, object listing
+// from the fake lister, rendering, filtering, conversion) for n pods.
+func benchOverhead(b *testing.B, n int) {
+	objs, _ := bigNamespace(n)
+	mapper := testMapper()
+	rs, err := naming.Compile(testConfig(), mapper)
+	if err != nil {
+		b.Fatal(err)
+	}
+	series := testSeries(rs)
+	series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
+		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
+	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
+	vec := make(model.Vector, 0, n)
+	for i := range n {
+		vec = append(vec, &model.Sample{Metric: model.Metric{"pod_name": model.LabelValue(podName(i))},
+			Value: model.SampleValue(float64(i) / 4), Timestamp: 1764493200000})
+	}
+	p, err := provider.New(provider.Config{
+		Index:   provider.IndexSource(func() *discovery.Index { return idx }),
+		Querier: staticQuerier{vec: vec},
+		Objects: objs,
+		Mapper:  mapper,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel := mustSelector(b, "app=worker")
+	b.ReportAllocs()
+	cpu0 := processCPU()
+	for b.Loop() {
+		list, err := p.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
+		if err != nil || len(list.Items) != n {
+			b.Fatalf("items %d, err %v", len(list.Items), err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
+// reportCPU reports the process CPU time per operation since cpu0 (the
+// test's fake Prometheus included, when there is one).
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+	}
+}
+
+func BenchmarkOverheadPodsStar100(b *testing.B)  { benchOverhead(b, 100) }
+func BenchmarkOverheadPodsStar5000(b *testing.B) { benchOverhead(b, 5000) }
+
+func BenchmarkGetMetricByName(b *testing.B) {
+	e := newEnv(b, envOptions{answer: always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493200}))})
+	name := types.NamespacedName{Namespace: "shop", Name: "web-1"}
+	b.ReportAllocs()
+	cpu0 := processCPU()
+	for b.Loop() {
+		if _, err := e.prov.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
+// BenchmarkObjectCacheList5000 measures listing 5,000 pods by label from
+// the metadata informer cache (the namespace index, then the selector).
+func BenchmarkObjectCacheList5000(b *testing.B) {
+	objs := make([]runtime.Object, 0, 5000)
+	for i := range 5000 {
+		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+	}
+	for i := range 5000 {
+		objs = append(objs, partial("v1", "Pod", fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("p-%d", i), map[string]string{"app": "x"}))
+	}
+	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	sel := mustSelector(b, "app=worker")
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for b.Loop() {
+		names, err := c.ListObjects(context.Background(), pods, "big", sel)
+		if err != nil || len(names) != 5000 {
+			b.Fatalf("names %d, err %v", len(names), err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
+func BenchmarkQuantity(b *testing.B) {
+	vals := []float64{0.5, 1234.5678, 2.0 / 3.0, 1e20}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := provider.Quantity(vals[i%len(vals)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
