@@ -20,8 +20,11 @@ type Resource struct {
 	Namespaced   bool
 }
 
-// Resources lists the resources of the built-in mapper: one preferred
-// version per group, so that a group-resource resolves unambiguously.
+// Resources lists the resources of the built-in mapper: the standard
+// workload, networking, autoscaling, policy and storage resources, with one
+// preferred version per group so that a group-resource resolves
+// unambiguously. events.k8s.io is left out so that "events" means the core
+// resource.
 func Resources() []Resource {
 	core := schema.GroupVersion{Version: "v1"}
 	apps := schema.GroupVersion{Group: "apps", Version: "v1"}
@@ -29,6 +32,9 @@ func Resources() []Resource {
 	networking := schema.GroupVersion{Group: "networking.k8s.io", Version: "v1"}
 	autoscaling := schema.GroupVersion{Group: "autoscaling", Version: "v2"}
 	policy := schema.GroupVersion{Group: "policy", Version: "v1"}
+	discovery := schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
+	storage := schema.GroupVersion{Group: "storage.k8s.io", Version: "v1"}
+	coordination := schema.GroupVersion{Group: "coordination.k8s.io", Version: "v1"}
 	return []Resource{
 		{core, "Pod", "pods", "pod", true},
 		{core, "Service", "services", "service", true},
@@ -41,6 +47,9 @@ func Resources() []Resource {
 		{core, "Endpoints", "endpoints", "endpoints", true},
 		{core, "ServiceAccount", "serviceaccounts", "serviceaccount", true},
 		{core, "ReplicationController", "replicationcontrollers", "replicationcontroller", true},
+		{core, "Event", "events", "event", true},
+		{core, "ResourceQuota", "resourcequotas", "resourcequota", true},
+		{core, "LimitRange", "limitranges", "limitrange", true},
 		{apps, "Deployment", "deployments", "deployment", true},
 		{apps, "StatefulSet", "statefulsets", "statefulset", true},
 		{apps, "ReplicaSet", "replicasets", "replicaset", true},
@@ -48,8 +57,13 @@ func Resources() []Resource {
 		{batch, "Job", "jobs", "job", true},
 		{batch, "CronJob", "cronjobs", "cronjob", true},
 		{networking, "Ingress", "ingresses", "ingress", true},
+		{networking, "IngressClass", "ingressclasses", "ingressclass", false},
+		{networking, "NetworkPolicy", "networkpolicies", "networkpolicy", true},
 		{autoscaling, "HorizontalPodAutoscaler", "horizontalpodautoscalers", "horizontalpodautoscaler", true},
 		{policy, "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true},
+		{discovery, "EndpointSlice", "endpointslices", "endpointslice", true},
+		{storage, "StorageClass", "storageclasses", "storageclass", false},
+		{coordination, "Lease", "leases", "lease", true},
 	}
 }
 
