@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -100,7 +101,7 @@ func renderQuery(t *QueryTemplate, in renderInput) (string, error) {
 		Series:            in.series,
 		LabelMatchers:     JoinMatchers(in.matchers),
 		LabelValuesByName: byName,
-		GroupBy:           joinComma(groupBy),
+		GroupBy:           strings.Join(groupBy, ","),
 		GroupBySlice:      groupBy,
 		Window:            in.window,
 	}
@@ -119,26 +120,6 @@ func labelValuesFor(m Matcher) string {
 	}
 }
 
-func joinComma(s []string) string {
-	switch len(s) {
-	case 0:
-		return ""
-	case 1:
-		return s[0]
-	}
-	n := len(s) - 1
-	for _, v := range s {
-		n += len(v)
-	}
-	b := make([]byte, 0, n)
-	for i, v := range s {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, v...)
-	}
-	return string(b)
-}
 
 // objectMatchers builds the metric-selector matchers, then the namespace
 // matcher, then the resource matcher, in prometheus-adapter's order.

@@ -249,8 +249,9 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 	return r, warnings, nil
 }
 
-// prefixErrors prefixes every error joined in err with "path." (or
-// "path: " for errors that do not start with a field name).
+// prefixErrors prefixes every error joined in err with "path.": the errors
+// of this package's compile steps start with the field they are about
+// ("seriesFilters[0]: ...", "template: ...").
 func prefixErrors(path string, err error) error {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
