@@ -120,7 +120,6 @@ func labelValuesFor(m Matcher) string {
 	}
 }
 
-
 // objectMatchers builds the metric-selector matchers, then the namespace
 // matcher, then the resource matcher, in prometheus-adapter's order.
 func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupResource, namespace string, names []string, all bool) (ms []Matcher, resLabel, nsLabel string, err error) {
