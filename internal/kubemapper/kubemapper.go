@@ -14,10 +14,14 @@ import (
 type Resource struct {
 	// GroupVersion is the preferred version, e.g. "apps/v1" or "v1".
 	GroupVersion schema.GroupVersion
-	Kind         string
-	Plural       string
-	Singular     string
-	Namespaced   bool
+	// Kind is the object kind, e.g. "Deployment".
+	Kind string
+	// Plural is the resource name, e.g. "deployments".
+	Plural string
+	// Singular is the singular resource name, e.g. "deployment".
+	Singular string
+	// Namespaced is true for namespace-scoped resources.
+	Namespaced bool
 }
 
 // Resources lists the resources of the built-in mapper: the standard
