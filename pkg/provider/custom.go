@@ -107,7 +107,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		}
 		if !hasDefault {
 			return nil, notFoundFor(t.gr(), t.metric, name.Name,
-				fmt.Sprintf("Prometheus returned no sample for it (%s)", t.entry.Rule.Path()))
+				fmt.Sprintf("Prometheus returned no sample with a finite value for it (%s)", t.entry.Rule.Path()))
 		}
 		s = sampleValue{value: q, ts: p.now()}
 	}

@@ -117,7 +117,7 @@ func TestGetMetricByName(t *testing.T) {
 			answer:    always(http.StatusOK, vector()),
 			wantQuery: fpmQuery(`namespace="shop",pod_name="web-1"`, "pod_name"),
 			wantCode:  http.StatusNotFound,
-			wantMsg:   "the server could not find the metric fpm_active_rate for pods web-1: Prometheus returned no sample for it (rules[0])",
+			wantMsg:   "the server could not find the metric fpm_active_rate for pods web-1: Prometheus returned no sample with a finite value for it (rules[0])",
 		},
 		{
 			name:      "NaN is not a value",
@@ -127,7 +127,7 @@ func TestGetMetricByName(t *testing.T) {
 			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200})),
 			wantQuery: fpmQuery(`namespace="shop",pod_name="web-1"`, "pod_name"),
 			wantCode:  http.StatusNotFound,
-			wantMsg:   "Prometheus returned no sample for it",
+			wantMsg:   "Prometheus returned no sample with a finite value for it",
 		},
 		{
 			name:      "+Inf is not a value",

@@ -140,3 +140,19 @@ func TestHangingPrometheusFailsWithinTimeout(t *testing.T) {
 		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
 	checkAPIError(t, err, http.StatusServiceUnavailable, "no answer within the timeout")
 }
+
+func TestCanceledRequestIsNotAValue(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	arrived, release := e.prom.hold(1)
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	_, err := e.prov.GetMetricByName(ctx, types.NamespacedName{Namespace: "shop", Name: "web-1"},
+		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "jobs_waiting"}, labels.Everything())
+	// jobs_waiting has a defaultValue: a canceled query must still not
+	// answer it.
+	checkAPIError(t, err, http.StatusServiceUnavailable, "request canceled")
+}
