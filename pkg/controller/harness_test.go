@@ -113,7 +113,7 @@ type harness struct {
 	c        *Controller
 	factory  informers.SharedInformerFactory
 
-	mu     sync.Mutex
+	mu      sync.Mutex
 	scaleOf map[string]*autoscalingv1.Scale // name -> current /scale
 }
 

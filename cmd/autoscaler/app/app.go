@@ -2,22 +2,89 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 )
+
+const usage = `usage:
+  autoscaler [flags]                                 run the HPA controller (see --help)
+  autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
+`
 
 // Main runs the autoscaler command line and returns the process exit code.
 //
-//	autoscaler simulate -f SCENARIO [-o json|table]   replay a scenario through the decision core
+//	autoscaler [flags]                                 run the HPA controller
+//	autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
 func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "simulate" {
-		return runSimulate(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "simulate":
+			return runSimulate(args[1:], stdout, stderr)
+		case "help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
 	}
-	fmt.Fprintln(stderr, "autoscaler: not implemented yet")
-	return 2
+	return runController(args, stdout, stderr)
+}
+
+// runController parses the controller flags and runs it until SIGINT or
+// SIGTERM. Exit codes: 0 after a signal, 1 when it fails, 2 on bad flags.
+func runController(args []string, stdout, stderr io.Writer) int {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, usage+"\nflags:\n")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "autoscaler: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "autoscaler: unexpected argument %q (subcommands: simulate)\n", fs.Arg(0))
+		return 2
+	}
+	if errs := o.Validate(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "autoscaler: %v\n", err)
+		}
+		return 2
+	}
+	cfg, err := o.Config()
+	if err != nil {
+		fmt.Fprintf(stderr, "autoscaler: %v\n", err)
+		return 2
+	}
+	cc, err := cfg.Complete()
+	if err != nil {
+		fmt.Fprintf(stderr, "autoscaler: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer klog.Flush()
+	if err := cc.Run(ctx); err != nil {
+		klog.ErrorS(err, "Autoscaler stopped")
+		return 1
+	}
+	return 0
 }
