@@ -32,6 +32,7 @@ type Server struct {
 	queries  []string
 	failures map[string]Failure
 	dropName bool
+	answers  map[string]model.Vector
 }
 
 // Failure makes an endpoint answer an error.
@@ -78,6 +79,17 @@ func (s *Server) Fail(endpoint string, f Failure) {
 		return
 	}
 	s.failures[endpoint] = f
+}
+
+// Answer makes the query endpoint answer expr (exactly as sent) with v,
+// for queries other than the grouped discovery query.
+func (s *Server) Answer(expr string, v model.Vector) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answers == nil {
+		s.answers = map[string]model.Vector{}
+	}
+	s.answers[expr] = v
 }
 
 // DropMetricName makes grouped queries lose __name__, as a backend whose
@@ -129,6 +141,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f, failing := s.failures[endpoint]
 	series := s.series
 	dropName := s.dropName
+	answer, answered := s.answers[r.Form.Get("query")]
 	s.mu.Unlock()
 	if failing && (f.Match == "" || strings.Contains(r.Form.Get("query")+strings.Join(r.Form["match[]"], ","), f.Match)) {
 		if f.Body != "" {
@@ -174,6 +187,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		sort.Strings(out)
 		writeData(w, out)
 	case Query:
+		if answered {
+			writeData(w, map[string]any{"resultType": "vector", "result": answer})
+			return
+		}
 		res, err := groupedQuery(series, r.Form.Get("query"), dropName)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())

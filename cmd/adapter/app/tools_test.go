@@ -1,0 +1,170 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/tools")
+
+// fakeSpec is a <case>.fake.json file: a fake Prometheus for live cases
+// (args containing $PROM).
+type fakeSpec struct {
+	Series  string                  `json:"series"`
+	Answers map[string]model.Vector `json:"answers"`
+}
+
+// TestToolsGolden runs each testdata/tools/<case>.args (one argument per
+// line, run from testdata/tools) and compares the exit code, stdout and
+// stderr with <case>.golden. Regenerate with go test ./cmd/adapter/app -update.
+func TestToolsGolden(t *testing.T) {
+	t.Chdir(filepath.Join("testdata", "tools"))
+	cases, err := filepath.Glob("*.args")
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("no cases: %v", err)
+	}
+	for _, c := range cases {
+		name := strings.TrimSuffix(c, ".args")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+			if spec, err := os.ReadFile(name + ".fake.json"); err == nil {
+				srv := startFake(t, spec)
+				for i, a := range args {
+					args[i] = strings.ReplaceAll(a, "$PROM", srv.URL)
+				}
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(args, &stdout, &stderr)
+			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout.String(), stderr.String())
+			golden := name + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+func startFake(t *testing.T, spec []byte) *fakeprom.Server {
+	t.Helper()
+	var fs fakeSpec
+	if err := json.Unmarshal(spec, &fs); err != nil {
+		t.Fatal(err)
+	}
+	seriesJSON, err := os.ReadFile(fs.Series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, err := parseSeries(seriesJSON, fs.Series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fakeprom.New(series)
+	t.Cleanup(srv.Close)
+	for q, v := range fs.Answers {
+		srv.Answer(q, v)
+	}
+	return srv
+}
+
+// TestSeedExample checks the seed example of issue 2 directly, so that a
+// careless -update cannot bless a wrong answer.
+func TestSeedExample(t *testing.T) {
+	dir := filepath.Join("testdata", "tools", "inputs")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"explain", "--config", filepath.Join(dir, "seed.yaml"), "--series", filepath.Join(dir, "seed-series.json"),
+		"--metric", "fpm_active_rate", "--resource", "pods", "--namespace", "abtest", "--names", "a,b"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	want := `sum(max_over_time(pm_status{namespace="abtest",pod_name=~"a|b",state="active processes"}[2m])) by (pod_name) / sum(max_over_time(pm_status{namespace="abtest",pod_name=~"a|b",state="total processes"}[2m])) by (pod_name)` + "\n"
+	if diff := cmp.Diff(want, stdout.String()); diff != "" {
+		t.Errorf("query (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(stderr.String(), `rules[0] (series "pm_status")`) {
+		t.Errorf("stderr does not name the rule and series:\n%s", stderr.String())
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"check-config", "--config", filepath.Join(dir, "seed.yaml"), "--series", filepath.Join(dir, "seed-series.json")}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("check-config exit %d, stderr:\n%s", code, stderr.String())
+	}
+	var got []discoveredMetric
+	dec := json.NewDecoder(&stdout)
+	for dec.More() {
+		var m discoveredMetric
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	wantLines := []discoveredMetric{
+		{API: "custom.metrics.k8s.io", Resource: "namespaces", Metric: "fpm_active_rate", SeriesName: "pm_status", Rule: "rules[0]"},
+		{API: "custom.metrics.k8s.io", Resource: "pods", Namespaced: true, Metric: "fpm_active_rate", SeriesName: "pm_status", Rule: "rules[0]"},
+	}
+	if diff := cmp.Diff(wantLines, got); diff != "" {
+		t.Errorf("check-config --series (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseSeries(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    int
+		wantErr string
+	}{
+		{name: "response body", in: `{"status":"success","data":[{"__name__":"up","job":"x"}]}`, want: 1},
+		{name: "data array", in: `[{"__name__":"up"},{"__name__":"down"}]`, want: 2},
+		{name: "empty array", in: `[]`, want: 0},
+		{name: "error response", in: `{"status":"error","error":"bad"}`, wantErr: "a Prometheus error: bad"},
+		{name: "no data", in: `{"status":"success"}`, wantErr: `no "data" array`},
+		{name: "empty", in: " \n", wantErr: "empty file"},
+		{name: "yaml", in: "rules: []", wantErr: "not JSON"},
+		{name: "syntax error line", in: "[\n{\"__name__\":\"up\"},\n{,}]", wantErr: "line 3"},
+		{name: "no name", in: `[{"job":"x"}]`, wantErr: "has no __name__ label"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSeries([]byte(tc.in), "s.json")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want {
+				t.Errorf("%d series, want %d", len(got), tc.want)
+			}
+		})
+	}
+}
