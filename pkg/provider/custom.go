@@ -203,10 +203,10 @@ func (t *customTarget) value(namespace, name string, sel *metav1.LabelSelector, 
 
 // queryCustom renders and runs the rule's query for names and returns, by
 // object name, the first sample with a finite value (NaN and ±Inf are not
-// values, see Quantity). With more names than the threshold, the query
-// asks for every object of the resource in the namespace, so its length no
-// longer depends on the number of names; the caller keeps the names it
-// wants. The samples are shared with coalesced callers: read-only.
+// values, see Quantity). With more names than MaxNamesInQuery, or when
+// naming them would render a query longer than MaxQueryBytes, the query
+// asks for every object of the resource in the namespace, so its length
+// does not depend on the names; the caller keeps the names it wants. The samples are shared with coalesced callers: read-only.
 func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) (map[string]*model.Sample, error) {
 	req := naming.CustomRequest{
 		Series:         t.entry.SeriesName,
@@ -217,6 +217,12 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		AllObjects:     len(names) > p.maxNames,
 	}
 	q, err := t.entry.Rule.QueryForSeries(req)
+	if err == nil && !req.AllObjects && len(q.Expr) > p.maxBytes {
+		// Few but long names (or a template repeating the matchers):
+		// ask for every object rather than send a long query.
+		req.AllObjects = true
+		q, err = t.entry.Rule.QueryForSeries(req)
+	}
 	if err != nil {
 		return nil, renderError(t.what(), err)
 	}

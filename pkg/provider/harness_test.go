@@ -287,6 +287,7 @@ type envOptions struct {
 	answer   func(string) (int, string)
 	noIndex  bool
 	maxNames int
+	maxBytes int
 	timeout  time.Duration
 	objects  *fake.Objects
 	// fpmNamespaces are more namespaces where discovery found the seed
@@ -331,6 +332,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Mapper:          mapper,
 		Clock:           clocktesting.NewFakePassiveClock(fixedNow),
 		MaxNamesInQuery: o.maxNames,
+		MaxQueryBytes:   o.maxBytes,
 	})
 	if err != nil {
 		t.Fatalf("provider.New: %v", err)

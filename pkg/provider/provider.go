@@ -35,6 +35,12 @@ import (
 // query stays a few hundred bytes whatever the number of objects.
 const DefaultMaxNamesInQuery = 20
 
+// DefaultMaxQueryBytes is the default longest query rendered with object
+// names: a query naming few objects with long names (or a template that
+// repeats .LabelMatchers) that renders longer asks for every object
+// instead, so no query grows past proxy and VictoriaMetrics URL limits.
+const DefaultMaxQueryBytes = 4096
+
 // MetricIndex is what the provider reads from a discovery result;
 // *discovery.Index implements it.
 type MetricIndex interface {
@@ -89,6 +95,9 @@ type Config struct {
 	// MaxNamesInQuery is the largest number of object names put into a
 	// query's name matcher; 0 means DefaultMaxNamesInQuery.
 	MaxNamesInQuery int
+	// MaxQueryBytes is the longest query rendered with a name matcher;
+	// 0 means DefaultMaxQueryBytes.
+	MaxQueryBytes int
 }
 
 // Provider serves custom and external metrics from Prometheus. It is safe
@@ -101,6 +110,7 @@ type Provider struct {
 	mapper   meta.RESTMapper
 	clock    clock.PassiveClock
 	maxNames int
+	maxBytes int
 }
 
 var (
@@ -126,6 +136,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.MaxNamesInQuery < 0 {
 		errs = append(errs, fmt.Errorf("provider: MaxNamesInQuery %d must not be negative", cfg.MaxNamesInQuery))
 	}
+	if cfg.MaxQueryBytes < 0 {
+		errs = append(errs, fmt.Errorf("provider: MaxQueryBytes %d must not be negative", cfg.MaxQueryBytes))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -137,6 +150,7 @@ func New(cfg Config) (*Provider, error) {
 		mapper:   cfg.Mapper,
 		clock:    cfg.Clock,
 		maxNames: cfg.MaxNamesInQuery,
+		maxBytes: cfg.MaxQueryBytes,
 	}
 	if p.rules == nil {
 		p.rules = func() *naming.RuleSet { return nil }
@@ -146,6 +160,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if p.maxNames == 0 {
 		p.maxNames = DefaultMaxNamesInQuery
+	}
+	if p.maxBytes == 0 {
+		p.maxBytes = DefaultMaxQueryBytes
 	}
 	return p, nil
 }

@@ -156,3 +156,44 @@ func TestCanceledRequestIsNotAValue(t *testing.T) {
 	// answer it.
 	checkAPIError(t, err, http.StatusServiceUnavailable, "request canceled")
 }
+
+func TestLongNamesSwitchToAllObjects(t *testing.T) {
+	// Five pods with 253-character names: few enough for a name matcher,
+	// but the seed rule repeats the matchers and would render ~2.8 KB;
+	// with a 2 KiB budget the query selects every object instead.
+	objs := testObjects()
+	var samples []sample
+	for i := range 5 {
+		name := fmt.Sprintf("%s-%d", strings.Repeat("a", 251), i)
+		objs.Add(podsGR, fake.Object{Namespace: "big", Name: name, Labels: map[string]string{"app": "long"}})
+		samples = append(samples, sample{map[string]string{"pod_name": name}, "2", 1764493200})
+	}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+		want     string
+	}{
+		{"within the budget", 0, `pod_name=~"aaa`},
+		{"over the budget", 2048, `pod_name!=""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), objects: objs,
+				fpmNamespaces: []string{"big"}, maxBytes: tc.maxBytes})
+			got, err := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=long"),
+				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Items) != 5 {
+				t.Errorf("got %d items, want 5", len(got.Items))
+			}
+			sent := e.prom.sent()
+			if len(sent) != 1 || !strings.Contains(sent[0], tc.want) {
+				t.Errorf("queries = %q, want one containing %q", sent, tc.want)
+			}
+			if tc.maxBytes > 0 && len(sent[0]) > tc.maxBytes {
+				t.Errorf("query is %d bytes, over the %d budget", len(sent[0]), tc.maxBytes)
+			}
+		})
+	}
+}
