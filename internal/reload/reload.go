@@ -1,7 +1,9 @@
 // Package reload watches the adapter's configuration file and hands each new
 // version to a callback. It polls the file's content (a hash of it), which
 // follows a Kubernetes ConfigMap's atomic "..data" symlink swap as well as
-// in-place edits, and needs no inotify. A version the callback rejects is
+// in-place edits, and needs no inotify. A new version is applied once two
+// consecutive polls read the same content, so a file caught half-written by
+// a non-atomic edit is never applied. A version the callback rejects is
 // logged and counted once; the previously applied configuration stays in
 // service until a valid version appears.
 package reload
@@ -56,7 +58,9 @@ type Watcher struct {
 	applied  [sha256.Size]byte // content currently in service
 	primed   bool
 	rejected [sha256.Size]byte // last content the callback refused
-	readErr  string            // last read error reported, to report it once
+	pending  [sha256.Size]byte // new content seen once, applied if seen again
+	hasPend  bool
+	readErr  string // last read error reported, to report it once
 }
 
 // New returns a Watcher for cfg. Call Prime with the content loaded at
@@ -109,9 +113,10 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Check reads the file once and, if its content differs from the version in
-// service and from the last rejected one, applies it. It reports whether a
-// new version was applied, and the error (read or apply) if one occurred.
+// Check reads the file once. When its content differs from the version in
+// service and from the last rejected one, and the previous Check read the
+// same content (it is not being written), it applies it. It reports whether
+// a new version was applied, and the error (read or apply) if one occurred.
 // Errors are logged and counted here; callers need not log them again.
 func (w *Watcher) Check(ctx context.Context) (bool, error) {
 	w.mu.Lock()
@@ -134,12 +139,17 @@ func (w *Watcher) Check(ctx context.Context) (bool, error) {
 	case w.primed && sum == w.applied:
 		// Unchanged, or reverted to the version in service after a
 		// rejected edit: the serving configuration is current again.
-		w.rejected = [sha256.Size]byte{}
+		w.rejected, w.hasPend = [sha256.Size]byte{}, false
 		w.metrics.ConfigLastReloadSuccessful.Set(1)
 		return false, nil
 	case sum == w.rejected:
 		return false, nil
+	case !w.hasPend || sum != w.pending:
+		// First sight of this content: wait one poll for it to settle.
+		w.pending, w.hasPend = sum, true
+		return false, nil
 	}
+	w.hasPend = false
 
 	if err := w.apply(ctx, data); err != nil {
 		w.rejected = sum

@@ -128,6 +128,10 @@ func TestConfigMapSwap(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
+		// New content is applied on the second poll that sees it.
+		if first, err := w.Check(ctx); first || err != nil {
+			t.Errorf("%s: first Check = %v, %v; want nothing applied yet", s.name, first, err)
+		}
 		applied, err := w.Check(ctx)
 		if applied != s.wantApplied || (err != nil) != s.wantErr {
 			t.Errorf("%s: Check = %v, %v; want applied=%v err=%v", s.name, applied, err, s.wantApplied, s.wantErr)
@@ -159,6 +163,7 @@ func TestErrorMessageNamesFileAndCause(t *testing.T) {
 	}
 	w.Prime([]byte("v1"))
 	cm.swap("invalid")
+	_, _ = w.Check(context.Background())
 	_, err = w.Check(context.Background())
 	if err == nil || !strings.Contains(err.Error(), cm.path()) || !strings.Contains(err.Error(), "rules[0].seriesQuery") ||
 		!strings.Contains(err.Error(), "previous one stays in service") {
@@ -187,6 +192,7 @@ func TestMissingFileReportedOnce(t *testing.T) {
 	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	_, _ = w.Check(context.Background())
 	if applied, err := w.Check(context.Background()); !applied || err != nil {
 		t.Errorf("Check after the file came back = %v, %v", applied, err)
 	}
@@ -202,19 +208,59 @@ func TestInPlaceEdit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not primed: the first check applies what is there.
+	// Not primed: what is there is applied once it has been read twice.
+	if applied, err := w.Check(context.Background()); applied || err != nil {
+		t.Fatalf("first Check = %v, %v; want nothing applied yet", applied, err)
+	}
 	if applied, err := w.Check(context.Background()); !applied || err != nil {
-		t.Fatalf("first Check = %v, %v", applied, err)
+		t.Fatalf("second Check = %v, %v", applied, err)
 	}
 	// Same size, same mtime granularity: only the content tells.
 	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	_, _ = w.Check(context.Background())
 	if applied, err := w.Check(context.Background()); !applied || err != nil {
 		t.Fatalf("Check after an edit = %v, %v", applied, err)
 	}
 	applied, _ := rec.snapshot()
 	if diff := cmp.Diff([]string{"v1", "v2"}, applied); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+}
+
+func TestHalfWrittenFileIsNotApplied(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("v1")
+	rec := &recorder{}
+	w, err := New(Config{Path: path, Apply: rec.apply, Metrics: metrics.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Prime([]byte("v1"))
+	ctx := context.Background()
+	// An editor truncates, then writes: the poll in between sees "" (a
+	// valid, empty configuration) and must not apply it.
+	write("")
+	_, _ = w.Check(ctx)
+	write("v2 being wri")
+	_, _ = w.Check(ctx)
+	write("v2 being written")
+	_, _ = w.Check(ctx)
+	if applied, _ := rec.snapshot(); len(applied) != 0 {
+		t.Fatalf("applied %q while the file was changing", applied)
+	}
+	if ok, err := w.Check(ctx); !ok || err != nil {
+		t.Fatalf("settled content: Check = %v, %v", ok, err)
+	}
+	applied, _ := rec.snapshot()
+	if diff := cmp.Diff([]string{"v2 being written"}, applied); diff != "" {
 		t.Errorf("applied (-want +got):\n%s", diff)
 	}
 }

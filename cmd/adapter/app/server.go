@@ -1,12 +1,303 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/pkg/config"
 )
 
-// runServer runs the aggregated API server. Owned by the server work.
+// runServer runs the aggregated API server until SIGTERM/SIGINT:
+// flags -> Validate (every bad flag at once) -> Config -> Complete -> Run.
 func runServer(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "adapter: server not implemented yet")
-	return 2
+	defer klog.Flush()
+	o := NewServerOptions()
+	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "adapter: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "adapter: unexpected argument %q (subcommands: check-config, explain)\n", fs.Arg(0))
+		return 2
+	}
+	if errs := o.Validate(); len(errs) > 0 {
+		fmt.Fprintln(stderr, "adapter: invalid flags:")
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "  %v\n", err)
+		}
+		return 2
+	}
+	if err := serve(genericapiserver.SetupSignalContext(), o); err != nil {
+		fmt.Fprintf(stderr, "adapter: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// serve builds the server from validated options and runs it until ctx ends.
+func serve(ctx context.Context, o *ServerOptions) error {
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	srv, err := cfg.Complete()
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// Providers is the seam between the server and the metrics providers
+// (pkg/provider): what the server installs and runs. Everything the
+// providers need comes in through ProviderDeps.
+type Providers struct {
+	// Custom serves custom.metrics.k8s.io (v1beta1 and v1beta2). Required.
+	Custom provider.CustomMetricsProvider
+	// External serves external.metrics.k8s.io (v1beta1). Required.
+	External provider.ExternalMetricsProvider
+	// InstallResourceMetrics, when set, installs metrics.k8s.io on the
+	// server (before it runs).
+	InstallResourceMetrics func(*genericapiserver.GenericAPIServer) error
+	// Ready returns nil once the first complete discovery has been
+	// published, an error saying what is missing before. /readyz fails
+	// until then. Nil means always ready.
+	Ready func() error
+	// Run runs the providers' background loops (discovery relists) until
+	// ctx ends. Nil when there are none.
+	Run func(ctx context.Context)
+	// ApplyConfig installs a new, already parsed and validated rules file
+	// (hot reload). It returns an error, and keeps the rules in service,
+	// when the new rules cannot be compiled.
+	ApplyConfig func(cfg *config.Config) error
+}
+
+// ProviderDeps is what the server hands the providers factory.
+type ProviderDeps struct {
+	// Base gives the Kubernetes clients: RESTMapper(), DynamicClient(),
+	// Informers() (started with the server), ClientConfig().
+	Base *basecmd.AdapterBase
+	// Prometheus is the shared, coalescing Prometheus client.
+	Prometheus *prom.Client
+	// Metrics is the adapter's registry of metrics.
+	Metrics *metrics.Metrics
+	// Config is the rules file loaded at startup.
+	Config *config.Config
+	// RelistInterval is how often discovery runs; MaxAge how far back it
+	// looks (never less than RelistInterval).
+	RelistInterval time.Duration
+	MaxAge         time.Duration
+}
+
+// ProvidersFactory builds the providers for a server.
+type ProvidersFactory func(ProviderDeps) (*Providers, error)
+
+// ServerConfig is the adapter server's configuration: validated options
+// plus what was loaded from them.
+type ServerConfig struct {
+	Options *ServerOptions
+	// Rules is the rules file as loaded at startup, and RulesData its bytes.
+	Rules     *config.Config
+	RulesData []byte
+	// Metrics is the adapter's own registry, served on /metrics.
+	Metrics *metrics.Metrics
+}
+
+// Config loads the rules file and creates the metrics registry.
+func (o *ServerOptions) Config() (*ServerConfig, error) {
+	data, err := os.ReadFile(o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --config: %w", err)
+	}
+	rules, err := config.Parse(data, o.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading --config %s: %w", o.ConfigFile, err)
+	}
+	logConfigWarnings(rules)
+	return &ServerConfig{Options: o, Rules: rules, RulesData: data, Metrics: metrics.New()}, nil
+}
+
+// Server is a completed adapter server, ready to Run.
+type Server struct {
+	base      *basecmd.AdapterBase
+	providers *Providers
+	watcher   *reload.Watcher
+}
+
+// Complete builds the Prometheus client, the providers and the API server
+// (with /metrics, the readiness check and request instrumentation).
+func (c *ServerConfig) Complete() (*Server, error) {
+	o := c.Options
+	promClient, err := o.Prometheus.NewClient(c.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("building the Prometheus client: %w", err)
+	}
+	providers, err := o.NewProviders(ProviderDeps{
+		Base:           o.Base,
+		Prometheus:     promClient,
+		Metrics:        c.Metrics,
+		Config:         c.Rules,
+		RelistInterval: o.RelistInterval,
+		MaxAge:         o.maxAge(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the metrics providers: %w", err)
+	}
+	if providers.Custom == nil || providers.External == nil {
+		return nil, errors.New("building the metrics providers: custom and external providers are required")
+	}
+
+	base := o.Base
+	base.WithCustomMetrics(quietCustomProvider{providers.Custom})
+	base.WithExternalMetrics(quietExternalProvider{providers.External})
+	// /metrics is ours (adapter registry + Kubernetes component metrics),
+	// installed below instead of the generic server's.
+	base.CustomMetricsAdapterServerOptions.EnableMetrics = false
+	apiConfig, err := base.Config()
+	if err != nil {
+		return nil, fmt.Errorf("configuring the API server: %w", err)
+	}
+	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+		return instrumentRequests(genericapiserver.DefaultBuildHandlerChain(h, gc), c.Metrics)
+	}
+	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
+		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true
+	}
+	apiServer, err := base.Server()
+	if err != nil {
+		return nil, fmt.Errorf("building the API server: %w", err)
+	}
+	gs := apiServer.GenericAPIServer
+	// The generic server registers its request metrics only when it serves
+	// /metrics itself; register them for the merged /metrics below.
+	apimetrics.Register()
+	gs.Handler.NonGoRestfulMux.Handle("/metrics", promhttp.HandlerFor(
+		prometheus.Gatherers{c.Metrics.Registry, legacyregistry.DefaultGatherer},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError},
+	))
+	ready := providers.Ready
+	if ready == nil {
+		ready = func() error { return nil }
+	}
+	if err := gs.AddReadyzChecks(healthz.NamedCheck("metrics-discovery", func(*http.Request) error { return ready() })); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	}
+	if providers.InstallResourceMetrics != nil {
+		if err := providers.InstallResourceMetrics(gs); err != nil {
+			return nil, fmt.Errorf("installing metrics.k8s.io: %w", err)
+		}
+	}
+
+	s := &Server{base: base, providers: providers}
+	if o.ConfigReloadInterval > 0 {
+		path := o.ConfigFile
+		s.watcher, err = reload.New(reload.Config{
+			Path:     path,
+			Interval: o.ConfigReloadInterval,
+			Metrics:  c.Metrics,
+			Apply: func(_ context.Context, data []byte) error {
+				rules, err := config.Parse(data, path)
+				if err != nil {
+					return err
+				}
+				if providers.ApplyConfig == nil {
+					return errors.New("the metrics providers cannot change rules without a restart")
+				}
+				if err := providers.ApplyConfig(rules); err != nil {
+					return err
+				}
+				logConfigWarnings(rules)
+				return nil
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.watcher.Prime(c.RulesData)
+	}
+	return s, nil
+}
+
+// Run serves until ctx ends, with the providers' loops and the config
+// watcher running alongside; it returns once they have all stopped.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if s.providers.Run != nil {
+		wg.Go(func() { s.providers.Run(ctx) })
+	}
+	if s.watcher != nil {
+		wg.Go(func() { s.watcher.Run(ctx) })
+	}
+	klog.InfoS("Serving the metrics APIs", "name", s.base.Name)
+	err := s.base.Run(ctx)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("running the API server: %w", err)
+	}
+	return nil
+}
+
+func logConfigWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		klog.InfoS("Configuration warning", "warning", w.Error())
+	}
+}
+
+// apiOf classifies a request path by metrics API for the request metrics.
+func apiOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/apis/custom.metrics.k8s.io/"), path == "/apis/custom.metrics.k8s.io":
+		return metrics.APICustom
+	case strings.HasPrefix(path, "/apis/external.metrics.k8s.io/"), path == "/apis/external.metrics.k8s.io":
+		return metrics.APIExternal
+	case strings.HasPrefix(path, "/apis/metrics.k8s.io/"), path == "/apis/metrics.k8s.io":
+		return metrics.APIResource
+	}
+	return metrics.APIOther
+}
+
+// instrumentRequests counts and times every request by metrics API and code.
+func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(wrapResponseWriter(rec), r)
+		code := rec.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		api := apiOf(r.URL.Path)
+		m.APIRequests.WithLabelValues(api, strconv.Itoa(code)).Inc()
+		m.APIRequestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	})
 }

@@ -1,0 +1,129 @@
+package app
+
+import (
+	goflag "flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/internal/reload"
+)
+
+// serverName names the API server in logs and its OpenAPI document.
+const serverName = "promscaler-adapter"
+
+// ServerOptions are the adapter server's command-line options:
+// custom-metrics-apiserver's (serving, delegated authentication and
+// authorization, audit, features, --lister-kubeconfig...), the Prometheus
+// client's, and the discovery and configuration flags. Names and meanings
+// follow prometheus-adapter, so a deployment swaps the image and keeps its
+// args.
+type ServerOptions struct {
+	// Base is the custom-metrics-apiserver adapter; it owns the API server
+	// options and the Kubernetes clients.
+	Base *basecmd.AdapterBase
+	// Prometheus configures the Prometheus client.
+	Prometheus *prom.Options
+
+	// ConfigFile is the rules file (prometheus-adapter's format).
+	ConfigFile string
+	// RelistInterval is how often discovery runs.
+	RelistInterval time.Duration
+	// MaxAge is how far back discovery looks; zero means RelistInterval.
+	MaxAge time.Duration
+	// ConfigReloadInterval is how often the rules file is checked for
+	// changes; zero disables hot reload.
+	ConfigReloadInterval time.Duration
+	// DisableHTTP2 serves HTTP/1.1 only (prometheus-adapter's mitigation for
+	// HTTP/2 rapid reset, CVE-2023-44487).
+	DisableHTTP2 bool
+
+	// NewProviders builds the metrics providers. NewServerOptions sets the
+	// default; tests replace it with fakes.
+	NewProviders ProvidersFactory
+}
+
+// NewServerOptions returns the options with their defaults.
+func NewServerOptions() *ServerOptions {
+	base := &basecmd.AdapterBase{
+		Name:              serverName,
+		DiscoveryInterval: 10 * time.Minute,
+	}
+	return &ServerOptions{
+		Base:                 base,
+		Prometheus:           prom.NewOptions(),
+		RelistInterval:       time.Minute,
+		ConfigReloadInterval: reload.DefaultInterval,
+		NewProviders:         defaultProviders,
+	}
+}
+
+// AddFlags registers every server flag on fs, klog's included.
+func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
+	// The adapter base registers its flags on its own flag set; point it at
+	// ours (never at the process-wide pflag.CommandLine).
+	o.Base.FlagSet = fs
+	o.Base.InstallFlags()
+	o.Prometheus.AddFlags(fs)
+
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile,
+		"Rules file describing how Prometheus series become custom, external and resource metrics (prometheus-adapter's format).")
+	fs.DurationVar(&o.RelistInterval, "metrics-relist-interval", o.RelistInterval,
+		"Interval at which to re-discover the available metrics from Prometheus.")
+	fs.DurationVar(&o.MaxAge, "metrics-max-age", o.MaxAge,
+		"How far back discovery looks for series; 0 means the relist interval. Must not be less than the relist interval.")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
+		"How often the --config file is checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
+	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
+		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487).")
+
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+}
+
+// Validate checks every option and returns all the problems found, each
+// naming its flag.
+func (o *ServerOptions) Validate() []error {
+	var errs []error
+	errs = append(errs, o.Base.CustomMetricsAdapterServerOptions.Validate()...)
+	errs = append(errs, o.Prometheus.Validate()...)
+	if o.ConfigFile == "" {
+		errs = append(errs, fmt.Errorf("--config: required (the rules file)"))
+	} else if st, err := os.Stat(o.ConfigFile); err != nil {
+		errs = append(errs, fmt.Errorf("--config: %w", err))
+	} else if st.IsDir() {
+		errs = append(errs, fmt.Errorf("--config: %s is a directory, want the rules file", o.ConfigFile))
+	}
+	if o.RelistInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-relist-interval %v: must be positive", o.RelistInterval))
+	}
+	if o.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be negative", o.MaxAge))
+	} else if o.MaxAge != 0 && o.RelistInterval > 0 && o.MaxAge < o.RelistInterval {
+		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be less than --metrics-relist-interval %v", o.MaxAge, o.RelistInterval))
+	}
+	if o.ConfigReloadInterval < 0 {
+		errs = append(errs, fmt.Errorf("--config-reload-interval %v: must not be negative (0 disables reloading)", o.ConfigReloadInterval))
+	}
+	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
+		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
+	}
+	if o.NewProviders == nil {
+		errs = append(errs, fmt.Errorf("no metrics providers factory"))
+	}
+	return errs
+}
+
+// maxAge is the effective discovery look-back.
+func (o *ServerOptions) maxAge() time.Duration {
+	if o.MaxAge == 0 {
+		return o.RelistInterval
+	}
+	return o.MaxAge
+}

@@ -1,0 +1,488 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/promscaler/promscaler/pkg/config"
+)
+
+const testRules = `rules:
+- seriesQuery: 'http_requests_total{namespace!="",pod!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      pod: {resource: pod}
+  name:
+    matches: "^(.*)_total$"
+    as: "${1}_per_second"
+  metricsQuery: 'sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)'
+`
+
+// fakeKubeAPI answers what the adapter asks of the Kubernetes API server at
+// startup and per request: SubjectAccessReviews (always allowed) and
+// TokenReviews (never authenticated). Everything else is a 404 Status.
+func fakeKubeAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var sar map[string]any
+			_ = json.Unmarshal(body, &sar)
+			sar["status"] = map[string]any{"allowed": true}
+			_ = json.NewEncoder(w).Encode(sar)
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var tr map[string]any
+			_ = json.Unmarshal(body, &tr)
+			tr["status"] = map[string]any{"authenticated": false}
+			_ = json.NewEncoder(w).Encode(tr)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeKubeconfig(t *testing.T, dir, server string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	content := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {server: %q}
+users:
+- name: adapter
+  user: {token: adapter-token}
+contexts:
+- name: fake
+  context: {cluster: fake, user: adapter}
+current-context: fake
+`, server)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fakeProviders wraps the placeholder with controllable readiness and a
+// record of the configurations applied by hot reload.
+type fakeProviders struct {
+	ready   atomic.Bool
+	mu      sync.Mutex
+	applied []*config.Config
+	ran     atomic.Bool
+}
+
+func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
+	if deps.Prometheus == nil || deps.Metrics == nil || deps.Config == nil || deps.Base == nil {
+		return nil, fmt.Errorf("incomplete deps: %+v", deps)
+	}
+	if deps.MaxAge != deps.RelistInterval {
+		return nil, fmt.Errorf("max age %v, want the relist interval %v by default", deps.MaxAge, deps.RelistInterval)
+	}
+	p := placeholderProvider{}
+	return &Providers{
+		Custom:   p,
+		External: p,
+		Ready: func() error {
+			if !f.ready.Load() {
+				return fmt.Errorf("first discovery not complete")
+			}
+			return nil
+		},
+		Run: func(ctx context.Context) {
+			f.ran.Store(true)
+			<-ctx.Done()
+		},
+		ApplyConfig: func(cfg *config.Config) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.applied = append(f.applied, cfg)
+			return nil
+		},
+	}, nil
+}
+
+func (f *fakeProviders) appliedCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.applied)
+}
+
+func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	dir := t.TempDir()
+	kube := fakeKubeAPI(t)
+	kubeconfig := writeKubeconfig(t, dir, kube.URL)
+	rulesFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	o := NewServerOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err = fs.Parse([]string{
+		"--config=" + rulesFile,
+		"--lister-kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--authentication-skip-lookup",
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		fmt.Sprintf("--secure-port=%d", port),
+		"--bind-address=127.0.0.1",
+		"--prometheus-url=http://127.0.0.1:9",
+		"--config-reload-interval=20ms",
+	})
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	o.Base.SecureServing.Listener = ln
+	fp := &fakeProviders{}
+	o.NewProviders = fp.factory
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Fatalf("Validate: %v", errs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- serve(ctx, o) }()
+
+	client := &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+	}
+	defer client.CloseIdleConnections()
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			select {
+			case err := <-errc:
+				t.Fatalf("server stopped while waiting for %s: %v", what, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// Up but not ready: the discovery check fails /readyz, not /livez.
+	var body string
+	waitUntil("the server to answer /readyz", func() bool {
+		var code int
+		code, body = get("/readyz?verbose")
+		return code == http.StatusInternalServerError && strings.Contains(body, "[-]metrics-discovery failed")
+	})
+	if code, b := get("/livez"); code != http.StatusOK {
+		t.Errorf("/livez = %d %s, want 200 while discovery is pending", code, b)
+	}
+	fp.ready.Store(true)
+	waitUntil("/readyz to turn ready", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+	if !fp.ran.Load() {
+		t.Error("the providers' Run loop was not started")
+	}
+
+	tests := []struct {
+		name     string
+		path     string
+		wantCode int
+		wantIn   string
+	}{
+		{name: "custom v1beta2 discovery", path: "/apis/custom.metrics.k8s.io/v1beta2", wantCode: 200, wantIn: `"groupVersion":"custom.metrics.k8s.io/v1beta2"`},
+		{name: "custom v1beta1 discovery", path: "/apis/custom.metrics.k8s.io/v1beta1", wantCode: 200, wantIn: `"groupVersion":"custom.metrics.k8s.io/v1beta1"`},
+		{name: "external discovery", path: "/apis/external.metrics.k8s.io/v1beta1", wantCode: 200, wantIn: `"groupVersion":"external.metrics.k8s.io/v1beta1"`},
+		{name: "unknown external metric", path: "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth", wantCode: 404, wantIn: "queue_depth"},
+		{name: "unknown custom metric", path: "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/http_requests_per_second", wantCode: 404, wantIn: "http_requests_per_second"},
+		{name: "healthz", path: "/healthz", wantCode: 200, wantIn: "ok"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, b := get(tc.path)
+			if code != tc.wantCode || !strings.Contains(b, tc.wantIn) {
+				t.Errorf("GET %s = %d %s; want %d containing %q", tc.path, code, truncateForLog(b), tc.wantCode, tc.wantIn)
+			}
+		})
+	}
+
+	code, metricsText := get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics = %d %s", code, truncateForLog(metricsText))
+	}
+	for _, want := range []string{
+		`promscaler_api_requests_total{api="custom",code="200"} 2`,
+		`promscaler_api_requests_total{api="custom",code="404"} 1`,
+		`promscaler_api_requests_total{api="external",code="404"} 1`,
+		`promscaler_config_last_reload_successful 1`,
+		`apiserver_request_total`, // the Kubernetes component metrics are merged in
+	} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Hot reload: a valid edit reaches the providers, an invalid one does
+	// not and is counted.
+	edited := strings.Replace(testRules, "[2m]", "[5m]", 1)
+	replaceFile(t, rulesFile, edited)
+	waitUntil("the edited config to be applied", func() bool { return fp.appliedCount() == 1 })
+	replaceFile(t, rulesFile, "rules:\n- seriesQuery: [\n")
+	waitUntil("the invalid config to be rejected", func() bool {
+		_, m := get("/metrics")
+		return strings.Contains(m, `promscaler_config_reloads_total{outcome="failure"} 1`) &&
+			strings.Contains(m, `promscaler_config_last_reload_successful 0`)
+	})
+	if n := fp.appliedCount(); n != 1 {
+		t.Errorf("invalid config reached the providers: %d applies", n)
+	}
+
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("serve returned %v after cancel", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not return after its context was cancelled")
+	}
+}
+
+// replaceFile replaces path's content atomically (write, then rename).
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncateForLog(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "..."
+	}
+	return s
+}
+
+func TestValidateReportsEveryBadFlag(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings, one per expected error, in order
+	}{
+		{name: "valid", args: []string{"--config=" + rulesFile}},
+		{
+			name: "everything wrong at once",
+			args: []string{
+				"--secure-port=70000",
+				"--prometheus-url=localhost:9090",
+				"--prometheus-verb=PATCH",
+				"--prometheus-header=no-equals-sign",
+				"--metrics-relist-interval=0s",
+				"--metrics-max-age=-1m",
+				"--config-reload-interval=-5s",
+				"--client-qps=-1",
+			},
+			want: []string{
+				"--secure-port",
+				"--prometheus-url", "--prometheus-verb", "--prometheus-header[0]",
+				"--config: required",
+				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-qps",
+			},
+		},
+		{
+			name: "max age below the relist interval",
+			args: []string{"--config=" + rulesFile, "--metrics-relist-interval=5m", "--metrics-max-age=1m"},
+			want: []string{"--metrics-max-age 1m0s: must not be less than --metrics-relist-interval 5m0s"},
+		},
+		{
+			name: "config is missing or a directory",
+			args: []string{"--config=" + dir},
+			want: []string{"is a directory"},
+		},
+		{
+			name: "config does not exist",
+			args: []string{"--config=" + filepath.Join(dir, "nope.yaml")},
+			want: []string{"--config: stat"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewServerOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			var got []string
+			for _, err := range o.Validate() {
+				got = append(got, err.Error())
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("error %d = %q, want it to mention %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestRunServerReportsFlagErrorsAndExits(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runServer([]string{"--prometheus-verb=PATCH", "--metrics-relist-interval=0s"}, &stdout, &stderr)
+	if code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	for _, want := range []string{"--prometheus-verb", "--metrics-relist-interval", "--config: required"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	stderr.Reset()
+	if code := runServer([]string{"--no-such-flag"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "no-such-flag") {
+		t.Errorf("unknown flag: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestFlagsKeepPrometheusAdapterArgs(t *testing.T) {
+	// A prometheus-adapter Deployment's args, as kube-prometheus ships them.
+	args := []string{
+		"--cert-dir=/var/run/serving-cert",
+		"--config=/etc/adapter/config.yaml",
+		"--metrics-relist-interval=1m",
+		"--prometheus-url=http://prometheus-k8s.monitoring.svc:9090/",
+		"--secure-port=6443",
+		"--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+		"--prometheus-auth-incluster",
+		"--prometheus-ca-file=/etc/ssl/ca.crt",
+		"--prometheus-token-file=/var/run/token",
+		"--prometheus-header=X-Scope-OrgID=tenant",
+		"--prometheus-verb=POST",
+		"--metrics-max-age=5m",
+		"--lister-kubeconfig=/etc/kubeconfig",
+		"--authentication-kubeconfig=/etc/kubeconfig",
+		"--authorization-kubeconfig=/etc/kubeconfig",
+		"--disable-http2",
+		"--v=2",
+		"--audit-log-path=-",
+	}
+	o := NewServerOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("prometheus-adapter args rejected: %v", err)
+	}
+	if o.MaxAge != 5*time.Minute || o.RelistInterval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
+		t.Errorf("parsed %+v", o)
+	}
+}
+
+func TestQuietError(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel2()
+	plain := fmt.Errorf("querying prometheus: %w", context.Canceled)
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		wantCode int32 // 0: the error passes through unchanged
+	}{
+		{name: "no error", ctx: canceled, err: nil},
+		{name: "live request keeps its error", ctx: context.Background(), err: plain},
+		{name: "client hung up", ctx: canceled, err: plain, wantCode: 499},
+		{name: "deadline", ctx: expired, err: plain, wantCode: 504},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := quietError(tc.ctx, tc.err)
+			if tc.wantCode == 0 {
+				if got != tc.err {
+					t.Errorf("got %v, want the error unchanged", got)
+				}
+				return
+			}
+			var status apierrors.APIStatus
+			if !errors.As(got, &status) {
+				t.Fatalf("got %v (%T), want a typed API status", got, got)
+			}
+			if code := status.Status().Code; code != tc.wantCode {
+				t.Errorf("code %d, want %d (%v)", code, tc.wantCode, got)
+			}
+		})
+	}
+}
+
+func TestAPIOf(t *testing.T) {
+	tests := map[string]string{
+		"/apis/custom.metrics.k8s.io/v1beta2/namespaces/x/pods/*/m": "custom",
+		"/apis/custom.metrics.k8s.io":                               "custom",
+		"/apis/external.metrics.k8s.io/v1beta1":                     "external",
+		"/apis/metrics.k8s.io/v1beta1/nodes":                        "resource",
+		"/apis/metrics.k8s.io.evil/v1":                              "other",
+		"/readyz":                                                   "other",
+	}
+	for path, want := range tests {
+		if got := apiOf(path); got != want {
+			t.Errorf("apiOf(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
