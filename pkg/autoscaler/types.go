@@ -121,8 +121,10 @@ func (c Config) Validate() []error {
 // Tolerances are the usage-ratio tolerances in each direction: a ratio r
 // with 1-ScaleDown <= r <= 1+ScaleUp changes nothing.
 type Tolerances struct {
+	// ScaleDown is how far below 1 the ratio may fall without a change.
 	ScaleDown float64
-	ScaleUp   float64
+	// ScaleUp is how far above 1 the ratio may rise without a change.
+	ScaleUp float64
 }
 
 // IsWithin reports whether usageRatio is within the tolerances.
@@ -164,9 +166,12 @@ type Input struct {
 // and the window it covers (metrics.k8s.io window, or a custom metric's
 // windowSeconds, default one minute).
 type PodMetric struct {
+	// Timestamp is when the sample was taken.
 	Timestamp time.Time
-	Window    time.Duration
-	Value     int64
+	// Window is the period the sample covers.
+	Window time.Duration
+	// Value is the sample in milli-units.
+	Value int64
 }
 
 // MetricValues is what the metrics APIs returned for one metric spec. Which
@@ -205,23 +210,29 @@ type State struct {
 	// current count as the first recommendation (which holds a scale-down
 	// for the stabilization window), as upstream does for a new HPA.
 	Recommendations []Recommendation `json:"recommendations,omitempty"`
-	// ScaleUpEvents and ScaleDownEvents are the recent successful rescales.
-	ScaleUpEvents   []ScaleEvent `json:"scaleUpEvents,omitempty"`
+	// ScaleUpEvents are the recent successful scale-ups.
+	ScaleUpEvents []ScaleEvent `json:"scaleUpEvents,omitempty"`
+	// ScaleDownEvents are the recent successful scale-downs.
 	ScaleDownEvents []ScaleEvent `json:"scaleDownEvents,omitempty"`
 }
 
 // Recommendation is one unstabilized recommendation and when it was made.
 type Recommendation struct {
-	Replicas  int32     `json:"replicas"`
+	// Replicas is the recommended count.
+	Replicas int32 `json:"replicas"`
+	// Timestamp is when it was made.
 	Timestamp time.Time `json:"timestamp"`
 }
 
 // ScaleEvent is one successful rescale: the absolute replica change.
 // Outdated events (older than the longest policy period) are reused slots.
 type ScaleEvent struct {
-	ReplicaChange int32     `json:"replicaChange"`
-	Timestamp     time.Time `json:"timestamp"`
-	Outdated      bool      `json:"outdated,omitempty"`
+	// ReplicaChange is the absolute change in replicas.
+	ReplicaChange int32 `json:"replicaChange"`
+	// Timestamp is when the rescale happened.
+	Timestamp time.Time `json:"timestamp"`
+	// Outdated marks a slot free for reuse.
+	Outdated bool `json:"outdated,omitempty"`
 }
 
 // Clone returns a deep copy of s.
@@ -239,8 +250,10 @@ func (s *State) Clone() *State {
 // Event is a Kubernetes event the controller would record on the HPA.
 type Event struct {
 	// Type is v1.EventTypeNormal or v1.EventTypeWarning.
-	Type    string
-	Reason  string
+	Type string
+	// Reason is upstream's event reason (SuccessfulRescale, FailedGetPodsMetric, ...).
+	Reason string
+	// Message is upstream's event message.
 	Message string
 }
 

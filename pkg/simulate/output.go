@@ -62,7 +62,9 @@ type StepResult struct {
 
 // PodCount counts pods.
 type PodCount struct {
+	// Total counts the pods the selector matched.
 	Total int `json:"total"`
+	// Ready counts those Running with Ready=True.
 	Ready int `json:"ready"`
 }
 
@@ -93,6 +95,8 @@ type MetricResult struct {
 
 // Condition is an HPA condition.
 type Condition struct {
+	// Type, Status, Reason, Message and LastTransitionTime are the
+	// condition's fields as the HPA status holds them.
 	Type               string    `json:"type"`
 	Status             string    `json:"status"`
 	Reason             string    `json:"reason"`
@@ -102,6 +106,7 @@ type Condition struct {
 
 // Event is an event the controller would record.
 type Event struct {
+	// Type is Normal or Warning; Reason and Message as recorded.
 	Type    string `json:"type"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`

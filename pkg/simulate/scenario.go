@@ -63,8 +63,11 @@ type Controller struct {
 
 // Features are the feature gates; unset ones take the Kubernetes 1.37 default (on).
 type Features struct {
-	ScaleToZero        *bool `json:"scaleToZero,omitempty"`
-	PodLevelResources  *bool `json:"podLevelResources,omitempty"`
+	// ScaleToZero is HPAScaleToZero (minReplicas 0, ScaledToZero).
+	ScaleToZero *bool `json:"scaleToZero,omitempty"`
+	// PodLevelResources is PodLevelResources (pod-level requests).
+	PodLevelResources *bool `json:"podLevelResources,omitempty"`
+	// ObservedGeneration is HPAGeneration (status.observedGeneration).
 	ObservedGeneration *bool `json:"observedGeneration,omitempty"`
 }
 
@@ -100,24 +103,29 @@ type PodSpecFields struct {
 
 // Pod is one named pod.
 type Pod struct {
+	// Name is the pod's name, unique in the scenario.
 	Name string `json:"name"`
 	PodSpecFields
 }
 
 // Container is a container and its requests.
 type Container struct {
+	// Name is the container's name.
 	Name string `json:"name"`
 	// RestartPolicy "Always" makes an init container a sidecar.
 	RestartPolicy *v1.ContainerRestartPolicy `json:"restartPolicy,omitempty"`
-	Requests      v1.ResourceList            `json:"requests,omitempty"`
+	// Requests are the container's resource requests.
+	Requests v1.ResourceList `json:"requests,omitempty"`
 }
 
 // PodTemplate generates pods named <namePrefix>-0, -1, ...: Count of them,
 // or, when Count is unset, as many as the target's replicas, following
 // every rescale (pods added at the step time, highest indexes removed).
 type PodTemplate struct {
+	// NamePrefix names the pods (default: scaleTargetRef.name).
 	NamePrefix string `json:"namePrefix,omitempty"`
-	Count      *int32 `json:"count,omitempty"`
+	// Count fixes the number of pods; unset, they follow the replicas.
+	Count *int32 `json:"count,omitempty"`
 	PodSpecFields
 	// NewPods describes pods created by a scale-up.
 	NewPods NewPods `json:"newPods,omitempty"`
@@ -127,7 +135,9 @@ type PodTemplate struct {
 // PendingFor, then Running and not ready until ReadyAfter (both measured
 // from creation), then ready.
 type NewPods struct {
+	// PendingFor is how long a new pod stays Pending (no start time, no samples).
 	PendingFor Duration `json:"pendingFor,omitempty"`
+	// ReadyAfter is when, after creation, a new pod turns Ready.
 	ReadyAfter Duration `json:"readyAfter,omitempty"`
 }
 
