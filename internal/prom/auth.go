@@ -147,3 +147,22 @@ func closeBody(req *http.Request) {
 		req.Body.Close()
 	}
 }
+
+// closeIdler is implemented by transports that keep idle connections.
+type closeIdler interface{ CloseIdleConnections() }
+
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(closeIdler); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// CloseIdleConnections forwards to the wrapped transport, so that
+// http.Client.CloseIdleConnections reaches it.
+func (b *bearerFileRoundTripper) CloseIdleConnections() { closeIdle(b.next) }
+
+// CloseIdleConnections forwards to the wrapped transport.
+func (b *basicAuthRoundTripper) CloseIdleConnections() { closeIdle(b.next) }
+
+// CloseIdleConnections forwards to the wrapped transport.
+func (h *headerRoundTripper) CloseIdleConnections() { closeIdle(h.next) }

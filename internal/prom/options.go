@@ -34,7 +34,9 @@ type Options struct {
 	AuthConfig string
 	// CAFile verifies Prometheus' serving certificate.
 	CAFile string
-	// ClientCertFile and ClientKeyFile are a TLS client certificate.
+	// ClientCertFile and ClientKeyFile are a TLS client certificate, re-read
+	// when they change (without --prometheus-auth-*; with those, client-go
+	// loads them).
 	ClientCertFile string
 	ClientKeyFile  string
 	// TokenFile holds a bearer token, re-read when it changes.
@@ -73,7 +75,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AuthInCluster, "prometheus-auth-incluster", o.AuthInCluster, "Authenticate to Prometheus with the pod's service account token and the cluster CA.")
 	fs.StringVar(&o.AuthConfig, "prometheus-auth-config", o.AuthConfig, "kubeconfig file whose credentials are used to connect to Prometheus (its server address is ignored).")
 	fs.StringVar(&o.CAFile, "prometheus-ca-file", o.CAFile, "CA bundle verifying Prometheus' serving certificate.")
-	fs.StringVar(&o.ClientCertFile, "prometheus-client-tls-cert-file", o.ClientCertFile, "TLS client certificate presented to Prometheus (with --prometheus-client-tls-key-file).")
+	fs.StringVar(&o.ClientCertFile, "prometheus-client-tls-cert-file", o.ClientCertFile, "TLS client certificate presented to Prometheus (with --prometheus-client-tls-key-file); re-read when it changes.")
 	fs.StringVar(&o.ClientKeyFile, "prometheus-client-tls-key-file", o.ClientKeyFile, "Key of the TLS client certificate presented to Prometheus.")
 	fs.StringVar(&o.TokenFile, "prometheus-token-file", o.TokenFile, "File holding a bearer token for Prometheus; re-read when it changes (rotated secrets).")
 	fs.StringArrayVar(&o.Headers, "prometheus-header", o.Headers, "Header name=value set on every request to Prometheus, e.g. X-Scope-OrgID=tenant. Repeatable.")
@@ -200,11 +202,11 @@ func (o *Options) HTTPClient() (*http.Client, error) {
 			tlsCfg.RootCAs = pool
 		}
 		if o.ClientCertFile != "" {
-			cert, err := tls.LoadX509KeyPair(o.ClientCertFile, o.ClientKeyFile)
+			pair, err := newKeyPairReloader(o.ClientCertFile, o.ClientKeyFile, clk)
 			if err != nil {
 				return nil, fmt.Errorf("--prometheus-client-tls-cert-file: %w", err)
 			}
-			tlsCfg.Certificates = []tls.Certificate{cert}
+			tlsCfg.GetClientCertificate = pair.getClientCertificate
 		}
 		rt = newTransport(tlsCfg)
 	}
