@@ -14,6 +14,11 @@
 // random policies and select policies, tolerances, ScaledToZero, current
 // counts in and out of range) through upstream's HorizontalController with
 // fake clients and compares the scale update and the written status
-// (replicas, current metrics, conditions with their messages). SEED picks
-// the random sequence, N the number of reconciles.
+// (replicas, current metrics, conditions with their messages).
+// TestSequenceDifferential lets the real controller reconcile random HPAs
+// (stabilization windows, rate policies) once a second with a changing
+// metric and replays the same reconciles at the same instants through the
+// core: the replica sequences and final conditions must agree. SEED picks
+// the random sequence, N the number of single reconciles, SEQ the number
+// of sequences.
 package upstreamdiff
