@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,17 +37,21 @@ type Strategy int
 
 const (
 	// StrategyGrouped (the default) sends one instant query per distinct
-	// seriesQuery,
+	// seriesQuery that Prometheus answers with one row per distinct
+	// (series name, namespace, set of resource labels present):
 	//
-	//	count by (__name__, <resource labels>) (last_over_time(SERIES_QUERY[MAX_AGE]))
+	//	count by (__name__, namespace, promscaler_has_0, ...) (
+	//	  label_replace(last_over_time(SERIES_QUERY[MAX_AGE]), "promscaler_has_0", "1", "pod", ".+"))
 	//
-	// so Prometheus answers one row per distinct (series name, resource
-	// labels) combination instead of every series with every label. The
-	// resource labels are the rules' override labels, their namespace
-	// label and, for rules with a resources.template, the label names
-	// (/api/v1/labels with match[]) the template maps to a resource. When
-	// the backend rejects the query or drops __name__, that seriesQuery falls
-	// back to StrategySeries for the Discoverer's lifetime (logged once).
+	// Only label names matter for resource mapping, so object names are
+	// folded into presence flags and the answer grows with distinct
+	// (metric, namespace, resource) combinations, not with series or
+	// objects. The namespace labels keep their values; the other resource
+	// labels (overrides and, for rules with a resources.template, the label
+	// names of /api/v1/labels with match[] that the template maps) become
+	// flags. When the backend rejects the query or drops __name__, that
+	// seriesQuery falls back to StrategySeries for the Discoverer's lifetime
+	// (logged once).
 	StrategyGrouped Strategy = iota
 	// StrategySeries lists every series with /api/v1/series, as
 	// prometheus-adapter does.
@@ -264,7 +269,8 @@ func (d *Discoverer) Run(ctx context.Context) {
 type plan struct {
 	seriesQuery string
 	rules       []*naming.Rule
-	labels      []string // fixed resource labels, sorted
+	nsLabels    []string // labels whose values are kept (namespaces), sorted
+	labels      []string // other resource labels (presence only), sorted
 	template    bool     // some custom rule maps labels with a template
 	key         string   // seriesQuery and labels: the lastGood key
 }
@@ -291,16 +297,30 @@ func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
 		}
 		if r.Kind() == naming.KindCustom || r.Namespaced() {
 			if l, err := res.LabelForResource(naming.NamespaceResource); err == nil {
-				p.labels = append(p.labels, l)
+				p.nsLabels = append(p.nsLabels, l)
 			}
 		}
 	}
 	for _, p := range out {
-		slices.Sort(p.labels)
-		p.labels = slices.Compact(p.labels)
-		p.key = p.seriesQuery + "\x00" + strings.Join(p.labels, "\x00") + fmt.Sprintf("\x00%t", p.template)
+		slices.Sort(p.nsLabels)
+		p.nsLabels = slices.Compact(p.nsLabels)
+		p.labels = presenceLabels(p.labels, p.nsLabels)
+		p.key = p.seriesQuery + "\x00" + strings.Join(p.nsLabels, "\x00") + "\x00\x00" + strings.Join(p.labels, "\x00") + fmt.Sprintf("\x00%t", p.template)
 	}
 	return out
+}
+
+// presenceLabels sorts and dedups labels, without the namespace labels and
+// __name__.
+func presenceLabels(labels, nsLabels []string) []string {
+	out := make([]string, 0, len(labels))
+	for _, l := range labels {
+		if l != string(model.MetricNameLabel) && !slices.Contains(nsLabels, l) {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // RunOnce runs one discovery pass and publishes its index. It returns the
@@ -444,39 +464,51 @@ func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchRe
 // errNameDropped means the backend's last_over_time drops __name__.
 var errNameDropped = errors.New("the grouped query's answer has no __name__ label")
 
+// presenceFlag is the label the grouped query sets to "1" on series that
+// carry the i-th presence label.
+func presenceFlag(i int) string { return fmt.Sprintf("promscaler_has_%d", i) }
+
 // GroupedQuery returns the instant query the grouped strategy sends for a
-// seriesQuery and resource labels.
-func GroupedQuery(seriesQuery string, labels []string, maxAge time.Duration) string {
-	by := make([]string, 0, len(labels)+1)
+// seriesQuery: grouped by __name__ and the namespace labels (by value) and
+// by one presence flag per other resource label (see StrategyGrouped).
+func GroupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.Duration) string {
+	by := make([]string, 0, 1+len(nsLabels)+len(presence))
 	by = append(by, string(model.MetricNameLabel))
-	for _, l := range labels {
-		if l != string(model.MetricNameLabel) {
-			by = append(by, labelNameExpr(l))
-		}
+	for _, l := range nsLabels {
+		by = append(by, labelNameExpr(l))
 	}
-	return fmt.Sprintf("count by (%s) (last_over_time(%s[%s]))", strings.Join(by, ","), strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+	inner := fmt.Sprintf("last_over_time(%s[%s])", strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+	for i, l := range presence {
+		flag := presenceFlag(i)
+		by = append(by, flag)
+		inner = fmt.Sprintf("label_replace(%s, %q, \"1\", %s, \".+\")", inner, flag, strconv.Quote(l))
+	}
+	return fmt.Sprintf("count by (%s) (%s)", strings.Join(by, ","), inner)
 }
 
 func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
-	labels := p.labels
+	presence := p.labels
 	if p.template {
 		names, err := d.prom.LabelNames(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
 		if err != nil {
 			return fetchResult{}, fmt.Errorf("listing label names for seriesQuery %q: %w", p.seriesQuery, err)
 		}
-		labels = slices.Clone(labels)
+		presence = slices.Clone(presence)
 		for _, n := range names {
 			if mapsToResource(p.rules, n) {
-				labels = append(labels, n)
+				presence = append(presence, n)
 			}
 		}
-		slices.Sort(labels)
-		labels = slices.Compact(labels)
+		presence = presenceLabels(presence, p.nsLabels)
 	}
-	q := GroupedQuery(p.seriesQuery, labels, d.maxAge)
+	q := GroupedQuery(p.seriesQuery, p.nsLabels, presence, d.maxAge)
 	vec, err := d.prom.Query(ctx, q, time.Time{})
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
+	}
+	flags := make([]model.LabelName, len(presence))
+	for i := range presence {
+		flags[i] = model.LabelName(presenceFlag(i))
 	}
 	res := fetchResult{rows: make([]naming.Series, 0, len(vec))}
 	for _, s := range vec {
@@ -484,7 +516,19 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (
 		if !ok {
 			return fetchResult{}, errNameDropped
 		}
-		res.rows = append(res.rows, naming.Series{Name: string(name), Labels: model.LabelSet(s.Metric)})
+		ls := make(model.LabelSet, 1+len(p.nsLabels)+len(presence))
+		ls[model.MetricNameLabel] = name
+		for _, l := range p.nsLabels {
+			if v, ok := s.Metric[model.LabelName(l)]; ok {
+				ls[model.LabelName(l)] = v
+			}
+		}
+		for i, f := range flags {
+			if s.Metric[f] == "1" {
+				ls[model.LabelName(presence[i])] = "1"
+			}
+		}
+		res.rows = append(res.rows, naming.Series{Name: string(name), Labels: ls})
 		res.series += int(s.Value)
 	}
 	return res, nil

@@ -3,6 +3,12 @@ package discovery_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,8 +38,9 @@ func benchSeries(pods, perPod int) []model.LabelSet {
 	return out
 }
 
-// BenchmarkDiscovery measures one discovery pass, Prometheus answering from
-// an httptest fake, with both strategies. The grouped strategy's cost grows
+// BenchmarkDiscovery measures one discovery pass with both strategies, the
+// adapter side only: Prometheus' answers are computed once by the fake and
+// replayed (resp-bytes/op is what Prometheus sends per pass). The grouped strategy's cost grows
 // with distinct (metric, resource, namespace) combinations (pods here), the
 // series strategy's with every series and label.
 func BenchmarkDiscovery(b *testing.B) {
@@ -41,7 +48,9 @@ func BenchmarkDiscovery(b *testing.B) {
 	for _, size := range []struct{ pods, perPod int }{{1000, 10}, {5000, 20}} {
 		series := benchSeries(size.pods, size.perPod)
 		fake := fakeprom.New(series)
-		client, err := prom.New(prom.Config{Address: fake.URL, HTTPClient: fake.Client(), Timeout: time.Minute, Metrics: metrics.New()})
+		cache := newReplay(fake.URL)
+		front := httptest.NewServer(cache)
+		client, err := prom.New(prom.Config{Address: front.URL, HTTPClient: front.Client(), Timeout: time.Minute, Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -51,17 +60,73 @@ func BenchmarkDiscovery(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if err := d.RunOnce(context.Background()); err != nil { // fill the replay cache
+					b.Fatal(err)
+				}
+				cache.bytes.Store(0)
 				b.ReportAllocs()
+				b.ResetTimer()
 				for b.Loop() {
 					if err := d.RunOnce(context.Background()); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64(cache.bytes.Load())/float64(b.N), "resp-bytes/op")
 				if n := len(d.Index().CustomMetrics()); n != 2 {
 					b.Fatalf("%d custom metrics, want 2", n)
 				}
 			})
 		}
+		front.Close()
 		fake.Close()
 	}
+}
+
+// replay answers each distinct request (path and parameters, times
+// excluded) with the body the fake Prometheus gave the first time, so the
+// benchmark measures the adapter side: HTTP, JSON decoding and indexing.
+type replay struct {
+	upstream string
+	mu       sync.Mutex
+	bodies   map[string][]byte
+	bytes    atomic.Int64
+}
+
+func newReplay(upstream string) *replay {
+	return &replay{upstream: upstream, bodies: map[string][]byte{}}
+}
+
+func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if err := req.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	form := url.Values{}
+	for k, v := range req.Form {
+		if k != "start" && k != "end" && k != "time" && k != "timeout" {
+			form[k] = v
+		}
+	}
+	key := req.URL.Path + "?" + form.Encode()
+	r.mu.Lock()
+	body, ok := r.bodies[key]
+	r.mu.Unlock()
+	if !ok {
+		resp, err := http.PostForm(r.upstream+req.URL.Path, req.Form)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if body, err = io.ReadAll(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+			http.Error(w, fmt.Sprintf("upstream: %d %v", resp.StatusCode, err), http.StatusBadGateway)
+			return
+		}
+		r.mu.Lock()
+		r.bodies[key] = body
+		r.mu.Unlock()
+	}
+	r.bytes.Add(int64(len(body)))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
 }

@@ -224,17 +224,24 @@ func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, er
 	return out, nil
 }
 
-var groupedRe = regexp.MustCompile(`^count by \(([^)]*)\) \(last_over_time\((.*)\[([0-9a-z]+)\]\)\)$`)
+var (
+	countByRe      = regexp.MustCompile(`^count by \(([^)]*)\) \((.*)\)$`)
+	labelReplaceRe = regexp.MustCompile(`^label_replace\((.*), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*")\)$`)
+	lastOverTimeRe = regexp.MustCompile(`^last_over_time\((.*)\[([0-9a-z]+)\]\)$`)
+)
 
 type sample struct {
 	Metric model.LabelSet `json:"metric"`
 	Value  [2]any         `json:"value"`
 }
 
-// groupedQuery evaluates count by (labels) (last_over_time(SEL[d])) over
-// every series (the fake has no time).
+// groupedQuery evaluates the grouped discovery query,
+//
+//	count by (L...) (label_replace(...(last_over_time(SEL[d]))...))
+//
+// over every series (the fake has no time).
 func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, error) {
-	m := groupedRe.FindStringSubmatch(q)
+	m := countByRe.FindStringSubmatch(q)
 	if m == nil {
 		return nil, fmt.Errorf("fakeprom: unsupported query %q", q)
 	}
@@ -242,8 +249,7 @@ func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, e
 	for _, l := range strings.Split(m[1], ",") {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, `"`) {
-			var err error
-			if err = json.Unmarshal([]byte(l), &l); err != nil {
+			if err := json.Unmarshal([]byte(l), &l); err != nil {
 				return nil, fmt.Errorf("fakeprom: label %s: %w", l, err)
 			}
 		}
@@ -251,16 +257,13 @@ func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, e
 			by = append(by, model.LabelName(l))
 		}
 	}
-	sel, err := discovery.ParseSelector(m[2])
+	selected, err := evalInner(series, m[2])
 	if err != nil {
 		return nil, err
 	}
 	counts := map[model.Fingerprint]*sample{}
 	var order []model.Fingerprint
-	for _, ls := range series {
-		if !sel.Matches(ls) {
-			continue
-		}
+	for _, ls := range selected {
 		g := model.LabelSet{}
 		for _, l := range by {
 			if l == model.MetricNameLabel && dropName {
@@ -281,6 +284,56 @@ func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, e
 	out := make([]sample, 0, len(order))
 	for _, fp := range order {
 		out = append(out, *counts[fp])
+	}
+	return out, nil
+}
+
+// evalInner evaluates label_replace(...) over last_over_time(SEL[d]).
+func evalInner(series []model.LabelSet, expr string) ([]model.LabelSet, error) {
+	if m := labelReplaceRe.FindStringSubmatch(expr); m != nil {
+		in, err := evalInner(series, m[1])
+		if err != nil {
+			return nil, err
+		}
+		var args [4]string
+		for i := range args {
+			if err := json.Unmarshal([]byte(m[2+i]), &args[i]); err != nil {
+				return nil, fmt.Errorf("fakeprom: label_replace argument %s: %w", m[2+i], err)
+			}
+		}
+		re, err := regexp.Compile("^(?s:" + args[3] + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("fakeprom: label_replace regex: %w", err)
+		}
+		out := make([]model.LabelSet, len(in))
+		for i, ls := range in {
+			src := string(ls[model.LabelName(args[2])])
+			if idx := re.FindStringSubmatchIndex(src); idx != nil {
+				ls = ls.Clone()
+				v := re.ExpandString(nil, args[1], src, idx)
+				if len(v) == 0 {
+					delete(ls, model.LabelName(args[0]))
+				} else {
+					ls[model.LabelName(args[0])] = model.LabelValue(v)
+				}
+			}
+			out[i] = ls
+		}
+		return out, nil
+	}
+	m := lastOverTimeRe.FindStringSubmatch(expr)
+	if m == nil {
+		return nil, fmt.Errorf("fakeprom: unsupported expression %q", expr)
+	}
+	sel, err := discovery.ParseSelector(m[1])
+	if err != nil {
+		return nil, err
+	}
+	var out []model.LabelSet
+	for _, ls := range series {
+		if sel.Matches(ls) {
+			out = append(out, ls)
+		}
 	}
 	return out, nil
 }
