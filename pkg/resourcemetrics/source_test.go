@@ -1,0 +1,376 @@
+package resourcemetrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/metrics/pkg/apis/metrics"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+)
+
+var (
+	sampleTime = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	createTime = time.Date(2026, 11, 30, 10, 0, 7, 0, time.UTC)
+)
+
+func pod(ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}}
+}
+
+func node(name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+}
+
+// podLines renders pod metrics as one line per container, for cmp.Diff.
+func podLines(items []metrics.PodMetrics) []string {
+	var out []string
+	for _, pm := range items {
+		for _, c := range pm.Containers {
+			cpu, mem := c.Usage[corev1.ResourceCPU], c.Usage[corev1.ResourceMemory]
+			out = append(out, fmt.Sprintf("%s/%s %s cpu=%s memory=%s", pm.Namespace, pm.Name, c.Name, cpu.String(), mem.String()))
+		}
+	}
+	return out
+}
+
+func nodeLines(items []metrics.NodeMetrics) []string {
+	var out []string
+	for _, nm := range items {
+		cpu, mem := nm.Usage[corev1.ResourceCPU], nm.Usage[corev1.ResourceMemory]
+		out = append(out, fmt.Sprintf("%s cpu=%s memory=%s", nm.Name, cpu.String(), mem.String()))
+	}
+	return out
+}
+
+func newSource(t *testing.T, fp *fakeProm, maxNames int) *resourcemetrics.Source {
+	t.Helper()
+	rs := compileRules(t, testConfig)
+	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
+		Rules:           func() *naming.RuleSet { return rs },
+		Querier:         fp,
+		Clock:           clocktesting.NewFakePassiveClock(createTime),
+		MaxNamesInQuery: maxNames,
+	})
+	if err != nil {
+		t.Fatalf("NewSource: %v", err)
+	}
+	return s
+}
+
+func TestGetPodMetrics(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name   string
+		series []series
+		pods   []*metav1.PartialObjectMetadata
+		want   []string
+	}{
+		{
+			name: "values as metrics-server formats them, sorted by namespace, pod and container",
+			series: []series{
+				podSeries("cpu", "b", "web-1", "app", 0.487558164),
+				podSeries("memory", "b", "web-1", "app", 749785088),
+				podSeries("cpu", "a", "db-0", "sidecar", 0.001),
+				podSeries("memory", "a", "db-0", "sidecar", 1000),
+				podSeries("cpu", "a", "db-0", "db", 2),
+				podSeries("memory", "a", "db-0", "db", 1<<30),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("b", "web-1", nil), pod("a", "db-0", nil)},
+			want: []string{
+				"a/db-0 db cpu=2 memory=1Gi",
+				"a/db-0 sidecar cpu=1m memory=1k",
+				"b/web-1 app cpu=487558164n memory=732212Ki",
+			},
+		},
+		{
+			name: "a pod with no samples is left out",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c", 0.1),
+				podSeries("memory", "a", "p1", "c", 1024),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil), pod("a", "p2", nil)},
+			want: []string{"a/p1 c cpu=100m memory=1Ki"},
+		},
+		{
+			name: "a pod with a container missing its CPU sample is left out",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c1", 0.1),
+				podSeries("memory", "a", "p1", "c1", 1024),
+				podSeries("memory", "a", "p1", "c2", 2048),
+				podSeries("cpu", "a", "p2", "c", 0.2),
+				podSeries("memory", "a", "p2", "c", 1024),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil), pod("a", "p2", nil)},
+			want: []string{"a/p2 c cpu=200m memory=1Ki"},
+		},
+		{
+			name: "a pod with a container missing its memory sample is left out",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c1", 0.1),
+				podSeries("cpu", "a", "p1", "c2", 0.1),
+				podSeries("memory", "a", "p1", "c1", 1024),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil)},
+			want: nil,
+		},
+		{
+			name: "NaN, infinite and negative values skip their container, not the pod",
+			series: []series{
+				podSeries("cpu", "a", "p1", "nan", nan),
+				podSeries("memory", "a", "p1", "nan", 1024),
+				podSeries("cpu", "a", "p1", "inf", math.Inf(1)),
+				podSeries("memory", "a", "p1", "inf", 1024),
+				podSeries("cpu", "a", "p1", "negative", -0.5),
+				podSeries("memory", "a", "p1", "negative", 1024),
+				podSeries("cpu", "a", "p1", "negmem", 0.5),
+				podSeries("memory", "a", "p1", "negmem", -1),
+				podSeries("cpu", "a", "p1", "ok", 0.25),
+				podSeries("memory", "a", "p1", "ok", 4096),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil)},
+			want: []string{"a/p1 ok cpu=250m memory=4Ki"},
+		},
+		{
+			name: "a pod all of whose containers are invalid is left out",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c", nan),
+				podSeries("memory", "a", "p1", "c", 1024),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil)},
+			want: nil,
+		},
+		{
+			name: "pods that are not asked for (not Running) are not reported",
+			series: []series{
+				podSeries("cpu", "a", "done", "c", 0.1),
+				podSeries("memory", "a", "done", "c", 1024),
+				podSeries("cpu", "a", "run", "c", 0.1),
+				podSeries("memory", "a", "run", "c", 1024),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "run", nil)},
+			want: []string{"a/run c cpu=100m memory=1Ki"},
+		},
+		{
+			name: "same pod name in two namespaces",
+			series: []series{
+				podSeries("cpu", "a", "p", "c", 0.1),
+				podSeries("memory", "a", "p", "c", 1024),
+				podSeries("cpu", "b", "p", "c", 0.3),
+				podSeries("memory", "b", "p", "c", 3072),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p", nil), pod("b", "p", nil)},
+			want: []string{"a/p c cpu=100m memory=1Ki", "b/p c cpu=300m memory=3Ki"},
+		},
+		{
+			name:   "no pods",
+			series: []series{podSeries("cpu", "a", "p", "c", 0.1)},
+			want:   nil,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := &fakeProm{ts: sampleTime, series: tc.series}
+			s := newSource(t, fp, 0)
+			got, err := s.GetPodMetrics(context.Background(), tc.pods)
+			if err != nil {
+				t.Fatalf("GetPodMetrics: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, podLines(got)); diff != "" {
+				t.Errorf("pod metrics (-want +got):\n%s", diff)
+			}
+			for _, pm := range got {
+				if !pm.Timestamp.Time.Equal(sampleTime) {
+					t.Errorf("%s/%s timestamp = %v, want the samples' %v", pm.Namespace, pm.Name, pm.Timestamp, sampleTime)
+				}
+				if pm.Window.Duration != 5*time.Minute {
+					t.Errorf("%s/%s window = %v, want 5m", pm.Namespace, pm.Name, pm.Window.Duration)
+				}
+				if !pm.CreationTimestamp.Time.Equal(createTime) {
+					t.Errorf("%s/%s creationTimestamp = %v, want the clock's %v", pm.Namespace, pm.Name, pm.CreationTimestamp, createTime)
+				}
+			}
+		})
+	}
+}
+
+func TestGetPodMetricsCopiesLabels(t *testing.T) {
+	fp := &fakeProm{ts: sampleTime, series: []series{podSeries("cpu", "a", "p", "c", 0.1), podSeries("memory", "a", "p", "c", 1)}}
+	s := newSource(t, fp, 0)
+	got, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", map[string]string{"app": "web"})})
+	if err != nil {
+		t.Fatalf("GetPodMetrics: %v", err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %d items, want 1", len(got))
+	}
+	if diff := cmp.Diff(map[string]string{"app": "web"}, got[0].Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+}
+
+func TestPodQueries(t *testing.T) {
+	var pods []*metav1.PartialObjectMetadata
+	var ss []series
+	for i := range 5 {
+		pods = append(pods, pod("big", fmt.Sprintf("p%d", i), nil))
+		ss = append(ss, podSeries("cpu", "big", fmt.Sprintf("p%d", i), "c", 0.1), podSeries("memory", "big", fmt.Sprintf("p%d", i), "c", 1))
+	}
+	pods = append(pods, pod("small", "a.b", nil), pod("small", "c", nil))
+	tests := []struct {
+		name     string
+		maxNames int
+		want     []string
+	}{
+		{
+			name:     "few names are named, each namespace queried once per resource",
+			maxNames: 10,
+			want: []string{
+				`sum(container_memory_working_set_bytes{namespace="big",pod=~"p0|p1|p2|p3|p4", container!=""}) by (pod,container)`,
+				`sum(container_memory_working_set_bytes{namespace="small",pod=~"a\\.b|c", container!=""}) by (pod,container)`,
+				`sum(rate(container_cpu_usage_seconds_total{namespace="big",pod=~"p0|p1|p2|p3|p4", container!=""}[5m])) by (pod,container)`,
+				`sum(rate(container_cpu_usage_seconds_total{namespace="small",pod=~"a\\.b|c", container!=""}[5m])) by (pod,container)`,
+			},
+		},
+		{
+			name:     "more names than the limit ask for every pod of the namespace",
+			maxNames: 3,
+			want: []string{
+				`sum(container_memory_working_set_bytes{namespace="big",pod!="", container!=""}) by (pod,container)`,
+				`sum(container_memory_working_set_bytes{namespace="small",pod=~"a\\.b|c", container!=""}) by (pod,container)`,
+				`sum(rate(container_cpu_usage_seconds_total{namespace="big",pod!="", container!=""}[5m])) by (pod,container)`,
+				`sum(rate(container_cpu_usage_seconds_total{namespace="small",pod=~"a\\.b|c", container!=""}[5m])) by (pod,container)`,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := &fakeProm{ts: sampleTime, series: ss}
+			s := newSource(t, fp, tc.maxNames)
+			got, err := s.GetPodMetrics(context.Background(), pods)
+			if err != nil {
+				t.Fatalf("GetPodMetrics: %v", err)
+			}
+			if len(got) != 5 {
+				t.Errorf("got %d pods, want the 5 with samples", len(got))
+			}
+			q := fp.Queries()
+			sortStrings(q)
+			if diff := cmp.Diff(tc.want, q); diff != "" {
+				t.Errorf("queries (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func TestGetNodeMetrics(t *testing.T) {
+	fp := &fakeProm{ts: sampleTime, series: []series{
+		nodeSeries("cpu", "n2", 1.5),
+		nodeSeries("memory", "n2", 8<<30),
+		nodeSeries("cpu", "n1", 0.487558164),
+		nodeSeries("memory", "n1", 749785088),
+		nodeSeries("cpu", "no-memory", 1),
+		nodeSeries("cpu", "nan", math.NaN()),
+		nodeSeries("memory", "nan", 1),
+		nodeSeries("cpu", "unasked", 1),
+		nodeSeries("memory", "unasked", 1),
+	}}
+	s := newSource(t, fp, 0)
+	got, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n2"), node("n1"), node("no-memory"), node("nan"), node("absent")})
+	if err != nil {
+		t.Fatalf("GetNodeMetrics: %v", err)
+	}
+	want := []string{"n1 cpu=487558164n memory=732212Ki", "n2 cpu=1500m memory=8Gi"}
+	if diff := cmp.Diff(want, nodeLines(got)); diff != "" {
+		t.Errorf("node metrics (-want +got):\n%s", diff)
+	}
+	for _, nm := range got {
+		if !nm.Timestamp.Time.Equal(sampleTime) || nm.Window.Duration != 5*time.Minute {
+			t.Errorf("%s: timestamp %v window %v, want %v and 5m", nm.Name, nm.Timestamp, nm.Window, sampleTime)
+		}
+		if nm.Labels["kubernetes.io/hostname"] != nm.Name {
+			t.Errorf("%s: labels %v not copied from the node", nm.Name, nm.Labels)
+		}
+	}
+	wantQueries := []string{
+		`sum(container_memory_working_set_bytes{node=~"absent|n1|n2|nan|no-memory", id="/"}) by (node)`,
+		`sum(rate(container_cpu_usage_seconds_total{node=~"absent|n1|n2|nan|no-memory", id="/"}[5m])) by (node)`,
+	}
+	q := fp.Queries()
+	sortStrings(q)
+	if diff := cmp.Diff(wantQueries, q); diff != "" {
+		t.Errorf("queries (-want +got):\n%s", diff)
+	}
+}
+
+func TestSourceErrors(t *testing.T) {
+	promErr := &prom.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
+	t.Run("a Prometheus error is an error, never an empty answer", func(t *testing.T) {
+		fp := &fakeProm{ts: sampleTime, err: promErr}
+		s := newSource(t, fp, 0)
+		_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
+		var qe *resourcemetrics.QueryError
+		if !errors.As(err, &qe) || !errors.Is(err, promErr) {
+			t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
+		}
+		if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
+			t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
+		}
+		if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
+			t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
+		}
+	})
+	t.Run("no resourceRules", func(t *testing.T) {
+		rs := compileRules(t, "rules: []\n")
+		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
+		if err != nil {
+			t.Fatalf("NewSource: %v", err)
+		}
+		if _, err := s.GetPodMetrics(context.Background(), nil); !errors.Is(err, resourcemetrics.ErrNotConfigured) {
+			t.Errorf("GetPodMetrics error = %v, want ErrNotConfigured", err)
+		}
+		if _, err := s.GetNodeMetrics(context.Background(), nil); !errors.Is(err, resourcemetrics.ErrNotConfigured) {
+			t.Errorf("GetNodeMetrics error = %v, want ErrNotConfigured", err)
+		}
+	})
+	t.Run("canceled request", func(t *testing.T) {
+		fp := &fakeProm{ts: sampleTime}
+		s := newSource(t, fp, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var pods []*metav1.PartialObjectMetadata
+		for i := range 50 {
+			pods = append(pods, pod(fmt.Sprintf("ns%d", i), "p", nil))
+		}
+		if _, err := s.GetPodMetrics(ctx, pods); !errors.Is(err, context.Canceled) {
+			t.Errorf("GetPodMetrics error = %v, want context.Canceled", err)
+		}
+	})
+	t.Run("bad config", func(t *testing.T) {
+		_, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{MaxNamesInQuery: -1})
+		for _, want := range []string{"Rules is required", "Querier is required", "MaxNamesInQuery"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("NewSource error = %v, want it to mention %q", err, want)
+			}
+		}
+	})
+}

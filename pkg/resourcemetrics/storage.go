@@ -1,0 +1,270 @@
+package resourcemetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+		genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/metrics/pkg/apis/metrics"
+
+	"github.com/promscaler/promscaler/internal/prom"
+)
+
+// PodMetricsGetter returns the metrics of pods; pods without complete
+// metrics are left out of the result.
+type PodMetricsGetter interface {
+	GetPodMetrics(ctx context.Context, pods []*metav1.PartialObjectMetadata) ([]metrics.PodMetrics, error)
+}
+
+// NodeMetricsGetter returns the metrics of nodes; nodes without complete
+// metrics are left out of the result.
+type NodeMetricsGetter interface {
+	GetNodeMetrics(ctx context.Context, nodes []*metav1.PartialObjectMetadata) ([]metrics.NodeMetrics, error)
+}
+
+// The group-resources served, as they appear in API errors.
+var (
+	podMetricsResource  = metrics.Resource("podmetrics")
+	nodeMetricsResource = metrics.Resource("nodemetrics")
+)
+
+// podStorage is the REST storage of podmetrics.
+type podStorage struct {
+	getter PodMetricsGetter
+	pods   PodLister
+}
+
+var (
+	_ rest.Storage              = (*podStorage)(nil)
+	_ rest.KindProvider         = (*podStorage)(nil)
+	_ rest.Scoper               = (*podStorage)(nil)
+	_ rest.Getter               = (*podStorage)(nil)
+	_ rest.Lister               = (*podStorage)(nil)
+	_ rest.TableConvertor       = (*podStorage)(nil)
+	_ rest.SingularNameProvider = (*podStorage)(nil)
+)
+
+// New implements rest.Storage.
+func (s *podStorage) New() runtime.Object { return &metrics.PodMetrics{} }
+
+// Destroy implements rest.Storage.
+func (s *podStorage) Destroy() {}
+
+// Kind implements rest.KindProvider.
+func (s *podStorage) Kind() string { return "PodMetrics" }
+
+// NamespaceScoped implements rest.Scoper.
+func (s *podStorage) NamespaceScoped() bool { return true }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *podStorage) GetSingularName() string { return "" }
+
+// NewList implements rest.Lister.
+func (s *podStorage) NewList() runtime.Object { return &metrics.PodMetricsList{} }
+
+// List implements rest.Lister: the Running pods of the request namespace
+// (all namespaces when none) matching the label and field selectors.
+func (s *podStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	pods, err := s.pods.ListPods(ctx, ns, labelSelector(opts))
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("listing pods: %w", err))
+	}
+	if fs := fieldSelector(opts); fs != nil {
+		pods = filterFields(pods, fs, true)
+	}
+	items, err := s.getter.GetPodMetrics(ctx, pods)
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("reading pod metrics: %w", err))
+	}
+	return &metrics.PodMetricsList{Items: items}, nil
+}
+
+// Get implements rest.Getter.
+func (s *podStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	pod, err := s.pods.GetPod(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return nil, apierrors.NewNotFound(podMetricsResource, name)
+	}
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("getting pod %s/%s: %w", ns, name, err))
+	}
+	items, err := s.getter.GetPodMetrics(ctx, []*metav1.PartialObjectMetadata{pod})
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("reading metrics of pod %s/%s: %w", ns, name, err))
+	}
+	if len(items) == 0 {
+		return nil, apierrors.NewNotFound(podMetricsResource, name)
+	}
+	return &items[0], nil
+}
+
+// ConvertToTable implements rest.TableConvertor.
+func (s *podStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	switch t := obj.(type) {
+	case *metrics.PodMetrics:
+		return podTable(t.ResourceVersion, "", []metrics.PodMetrics{*t}), nil
+	case *metrics.PodMetricsList:
+		return podTable(t.ResourceVersion, t.Continue, t.Items), nil
+	}
+	return nil, fmt.Errorf("cannot convert a %T to a table of pod metrics", obj)
+}
+
+// nodeStorage is the REST storage of nodemetrics.
+type nodeStorage struct {
+	getter NodeMetricsGetter
+	nodes  NodeLister
+}
+
+var (
+	_ rest.Storage              = (*nodeStorage)(nil)
+	_ rest.KindProvider         = (*nodeStorage)(nil)
+	_ rest.Scoper               = (*nodeStorage)(nil)
+	_ rest.Getter               = (*nodeStorage)(nil)
+	_ rest.Lister               = (*nodeStorage)(nil)
+	_ rest.TableConvertor       = (*nodeStorage)(nil)
+	_ rest.SingularNameProvider = (*nodeStorage)(nil)
+)
+
+// New implements rest.Storage.
+func (s *nodeStorage) New() runtime.Object { return &metrics.NodeMetrics{} }
+
+// Destroy implements rest.Storage.
+func (s *nodeStorage) Destroy() {}
+
+// Kind implements rest.KindProvider.
+func (s *nodeStorage) Kind() string { return "NodeMetrics" }
+
+// NamespaceScoped implements rest.Scoper.
+func (s *nodeStorage) NamespaceScoped() bool { return false }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (s *nodeStorage) GetSingularName() string { return "" }
+
+// NewList implements rest.Lister.
+func (s *nodeStorage) NewList() runtime.Object { return &metrics.NodeMetricsList{} }
+
+// List implements rest.Lister: the nodes matching the label and field
+// selectors.
+func (s *nodeStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	nodes, err := s.nodes.ListNodes(ctx, labelSelector(opts))
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("listing nodes: %w", err))
+	}
+	if fs := fieldSelector(opts); fs != nil {
+		nodes = filterFields(nodes, fs, false)
+	}
+	items, err := s.getter.GetNodeMetrics(ctx, nodes)
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("reading node metrics: %w", err))
+	}
+	return &metrics.NodeMetricsList{Items: items}, nil
+}
+
+// Get implements rest.Getter.
+func (s *nodeStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	node, err := s.nodes.GetNode(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil, apierrors.NewNotFound(nodeMetricsResource, name)
+	}
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("getting node %s: %w", name, err))
+	}
+	items, err := s.getter.GetNodeMetrics(ctx, []*metav1.PartialObjectMetadata{node})
+	if err != nil {
+		return nil, apiError(ctx, fmt.Errorf("reading metrics of node %s: %w", name, err))
+	}
+	if len(items) == 0 {
+		return nil, apierrors.NewNotFound(nodeMetricsResource, name)
+	}
+	return &items[0], nil
+}
+
+// ConvertToTable implements rest.TableConvertor.
+func (s *nodeStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
+	switch t := obj.(type) {
+	case *metrics.NodeMetrics:
+		return nodeTable(t.ResourceVersion, "", []metrics.NodeMetrics{*t}), nil
+	case *metrics.NodeMetricsList:
+		return nodeTable(t.ResourceVersion, t.Continue, t.Items), nil
+	}
+	return nil, fmt.Errorf("cannot convert a %T to a table of node metrics", obj)
+}
+
+func labelSelector(opts *metainternalversion.ListOptions) labels.Selector {
+	if opts == nil || opts.LabelSelector == nil {
+		return labels.Everything()
+	}
+	return opts.LabelSelector
+}
+
+func fieldSelector(opts *metainternalversion.ListOptions) fields.Selector {
+	if opts == nil || opts.FieldSelector == nil || opts.FieldSelector.Empty() {
+		return nil
+	}
+	return opts.FieldSelector
+}
+
+// filterFields keeps the objects matching a field selector over the fields
+// the API defines for these kinds: metadata.name and, for namespaced kinds,
+// metadata.namespace. (The API server rejects any other field before the
+// request gets here.)
+func filterFields(objs []*metav1.PartialObjectMetadata, sel fields.Selector, namespaced bool) []*metav1.PartialObjectMetadata {
+	out := make([]*metav1.PartialObjectMetadata, 0, len(objs))
+	set := make(fields.Set, 2)
+	for _, o := range objs {
+		clear(set)
+		if !sel.Matches(generic.AddObjectMetaFieldsSet(set, &o.ObjectMeta, namespaced)) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// statusClientClosedRequest is answered when the client hung up first; it
+// keeps such requests apart from server errors in the request metrics.
+const statusClientClosedRequest = 499
+
+// apiError turns a failure into the API error the client sees: 503 when
+// Prometheus or the caches could not answer, 500 when Prometheus rejected a
+// configured query or it could not be rendered, a quiet status when the
+// client went away (prometheus-adapter#292: not worth a log line).
+func apiError(ctx context.Context, err error) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return err
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			return apierrors.NewTimeoutError("the metrics backend did not answer before the request deadline", 0)
+		}
+		return &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    statusClientClosedRequest,
+			Reason:  metav1.StatusReasonUnknown,
+			Message: "the client closed the request",
+		}}
+	}
+	klog.ErrorS(err, "Resource metrics request failed")
+	switch {
+	case errors.Is(err, ErrNotConfigured):
+		return apierrors.NewServiceUnavailable("metrics.k8s.io is not configured: " + err.Error())
+	case errors.Is(err, ErrCacheNotRunning), errors.Is(err, ErrCacheNotSynced):
+		return apierrors.NewServiceUnavailable(err.Error())
+	case prom.IsUnavailable(err):
+		return apierrors.NewServiceUnavailable(err.Error())
+	}
+	return apierrors.NewInternalError(err)
+}
