@@ -89,11 +89,13 @@ func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*Object
 }
 
 // Run makes the cache serve until ctx is done, then stops every informer
-// and returns once their goroutines have ended. Informers are started by
-// ListObjects (or Warm) on first use of a resource.
+// and returns once their goroutines have ended. Informers are started on
+// first use of a resource by ListObjects, or ahead of use by Warm.
 func (c *ObjectCache) Run(ctx context.Context) {
 	c.mu.Lock()
 	c.ctx, c.running = ctx, true
+	// Start the informers Warm asked for before Run.
+	c.factory.Start(ctx.Done())
 	c.mu.Unlock()
 
 	<-ctx.Done()
@@ -104,13 +106,17 @@ func (c *ObjectCache) Run(ctx context.Context) {
 	c.factory.Shutdown()
 }
 
-// Warm starts the informer of gvr without waiting for it, so the first
-// request for that resource does not wait for the initial list (e.g. pods,
-// which nearly every HPA asks for). It returns ErrCacheNotRunning when Run
-// is not running.
-func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) error {
-	_, err := c.informer(gvr)
-	return err
+// Warm starts the informer of gvr (when Run is running; else as soon as it
+// starts) without waiting for its first list, so that the first request
+// for that resource does not wait for it: pods, which nearly every HPA
+// asks for, are worth warming at start.
+func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.factory.ForResource(gvr)
+	if c.running {
+		c.factory.Start(c.ctx.Done())
+	}
 }
 
 // informer returns the started informer of gvr.

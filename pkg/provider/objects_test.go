@@ -55,7 +55,12 @@ func runCache(t testing.TB, opts provider.ObjectCacheOptions, objs ...runtime.Ob
 	})
 	// Run marks the cache running asynchronously; wait for it.
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Warm(schema.GroupVersionResource{Version: "v1", Resource: "pods"}) != nil {
+	probe := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for {
+		_, err := c.ListObjects(context.Background(), probe, "", nil)
+		if !errors.Is(err, provider.ErrCacheNotRunning) {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("object cache did not start")
 		}
@@ -175,5 +180,45 @@ func TestNewObjectCacheRejectsBadOptions(t *testing.T) {
 	scheme := metadatafake.NewTestScheme()
 	if _, err := provider.NewObjectCache(metadatafake.NewSimpleMetadataClient(scheme), provider.ObjectCacheOptions{Resync: -1}); err == nil {
 		t.Error("NewObjectCache(negative resync) succeeded")
+	}
+}
+
+func TestObjectCacheWarmBeforeRun(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	client := metadatafake.NewSimpleMetadataClient(scheme, partial("v1", "Node", "", "n1", nil))
+	c, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	c.Warm(nodes) // before Run: started when Run starts
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lists := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+				lists++
+			}
+		}
+		if lists > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("warmed informer never listed nodes")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
