@@ -136,6 +136,8 @@ type Controller struct {
 	tel       *Metrics
 	hpaLister autoscalinglisters.HorizontalPodAutoscalerLister
 	podLister corelisters.PodLister
+	// podIndexer, when set, has the podLabelIndex.
+	podIndexer cache.Indexer
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[string]
 	selectors *selectorStore
@@ -187,8 +189,9 @@ func New(cfg Config) (*Controller, error) {
 	// Synced also waits for the handler to have seen every HPA of the
 	// initial list, so each is registered before its first reconcile.
 	c.synced = append(c.synced, reg.HasSynced)
-	// Pods need an informer for the lister only.
-	cfg.PodInformer.Informer()
+	if c.podIndexer, err = addPodIndex(cfg.PodInformer.Informer()); err != nil {
+		klog.InfoS("Listing pods without the label index", "err", err)
+	}
 	return c, nil
 }
 

@@ -165,7 +165,7 @@ func (c *Controller) gather(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 	if !c.selectors.putIfPresent(hpa.Namespace, hpa.Name, selector) {
 		return fmt.Errorf("HPA %s/%s was deleted during reconciliation", hpa.Namespace, hpa.Name)
 	}
-	pods, err := c.podLister.Pods(hpa.Namespace).List(selector)
+	pods, err := c.listPods(hpa.Namespace, selector)
 	if err != nil {
 		return fmt.Errorf("listing pods of HPA %s/%s: %w", hpa.Namespace, hpa.Name, err)
 	}
