@@ -138,9 +138,9 @@ type Controller struct {
 	podLister corelisters.PodLister
 	// podIndexer, when set, has the podLabelIndex.
 	podIndexer cache.Indexer
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[string]
-	selectors *selectorStore
+	synced     []cache.InformerSynced
+	queue      workqueue.TypedRateLimitingInterface[string]
+	selectors  *selectorStore
 
 	mu     sync.Mutex
 	states map[string]*autoscaler.State // per HPA key; see stateFor
