@@ -21,7 +21,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
-	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
@@ -80,9 +80,9 @@ func serve(ctx context.Context, o *ServerOptions) error {
 // providers need comes in through ProviderDeps.
 type Providers struct {
 	// Custom serves custom.metrics.k8s.io (v1beta1 and v1beta2). Required.
-	Custom provider.CustomMetricsProvider
+	Custom cmprovider.CustomMetricsProvider
 	// External serves external.metrics.k8s.io (v1beta1). Required.
-	External provider.ExternalMetricsProvider
+	External cmprovider.ExternalMetricsProvider
 	// InstallResourceMetrics, when set, installs metrics.k8s.io on the
 	// server (before it runs).
 	InstallResourceMetrics func(*genericapiserver.GenericAPIServer) error

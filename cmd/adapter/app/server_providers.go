@@ -3,63 +3,123 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
+	"k8s.io/client-go/metadata"
+	"k8s.io/klog/v2"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
-	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/provider"
 )
 
-// defaultProviders is the providers factory the server uses.
-//
-// TODO(provider): replace with pkg/provider's factory once it exists; until
-// then the server starts, serves the API discovery documents, and answers
-// every metric request with the library's "not found".
-func defaultProviders(ProviderDeps) (*Providers, error) {
-	p := placeholderProvider{}
+// defaultProviders is the providers factory the server uses: discovery
+// (pkg/discovery) relisting Prometheus into an index, and the custom and
+// external metrics provider (pkg/provider) serving requests from that index,
+// objects from metadata informers, and values from the coalescing
+// Prometheus client. metrics.k8s.io is not installed yet.
+func defaultProviders(deps ProviderDeps) (*Providers, error) {
+	mapper, err := deps.Base.RESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("building the RESTMapper: %w", err)
+	}
+	rules, err := compileRules(deps.Config, mapper)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.New(discovery.Options{
+		Prometheus: deps.Prometheus.WithTimeout(discoveryTimeout(deps.Prometheus.Timeout(), deps.RelistInterval)),
+		Rules:      rules,
+		Interval:   deps.RelistInterval,
+		MaxAge:     deps.MaxAge,
+		Scoper:     discovery.MapperScoper{Mapper: mapper},
+		Metrics:    deps.Metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	restConfig, err := deps.Base.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	mdClient, err := metadata.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the metadata client: %w", err)
+	}
+	objects, err := provider.NewObjectCache(mdClient, provider.ObjectCacheOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p, err := provider.New(provider.Config{
+		// Before the first complete discovery the provider answers 503
+		// rather than "not found" from an empty index.
+		Index: provider.IndexSource(func() *discovery.Index {
+			if !disc.Ready() {
+				return nil
+			}
+			return disc.Index()
+		}),
+		Rules:   disc.Rules,
+		Querier: deps.Prometheus,
+		Objects: objects,
+		Mapper:  mapper,
+	})
+	if err != nil {
+		return nil, err
+	}
+	readiness := disc.Checker()
 	return &Providers{
-		Custom:      p,
-		External:    p,
-		ApplyConfig: func(*config.Config) error { return nil },
+		Custom:   p,
+		External: p,
+		Ready:    func() error { return readiness.Check(nil) },
+		Run: func(ctx context.Context) {
+			var wg sync.WaitGroup
+			wg.Go(func() { objects.Run(ctx) })
+			wg.Go(func() { disc.Run(ctx) })
+			wg.Wait()
+		},
+		ApplyConfig: func(cfg *config.Config) error {
+			rs, err := compileRules(cfg, mapper)
+			if err != nil {
+				return err
+			}
+			disc.SetRules(rs)
+			return nil
+		},
 	}, nil
 }
 
-// placeholderProvider serves no metric: lists are empty, lookups are 404s.
-type placeholderProvider struct{}
-
-var (
-	_ provider.CustomMetricsProvider   = placeholderProvider{}
-	_ provider.ExternalMetricsProvider = placeholderProvider{}
-)
-
-// GetMetricByName implements provider.CustomMetricsProvider.
-func (placeholderProvider) GetMetricByName(_ context.Context, name types.NamespacedName, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
-	return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
+// compileRules compiles a configuration, logging its warnings.
+func compileRules(cfg *config.Config, mapper meta.RESTMapper) (*naming.RuleSet, error) {
+	rules, err := naming.Compile(cfg, mapper)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the rules: %w", err)
+	}
+	for _, w := range rules.Warnings() {
+		klog.InfoS("Rule warning", "warning", w)
+	}
+	return rules, nil
 }
 
-// GetMetricBySelector implements provider.CustomMetricsProvider.
-func (placeholderProvider) GetMetricBySelector(_ context.Context, _ string, _ labels.Selector, info provider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
-	return nil, provider.NewMetricNotFoundError(info.GroupResource, info.Metric)
+// discoveryTimeout is the per-call timeout of discovery requests, which
+// read much more than metric queries: the relist interval (a pass should
+// not outlast it), capped at 5 minutes, and never below the query timeout.
+func discoveryTimeout(queryTimeout, relist time.Duration) time.Duration {
+	return max(queryTimeout, min(relist, 5*time.Minute))
 }
-
-// ListAllMetrics implements provider.CustomMetricsProvider.
-func (placeholderProvider) ListAllMetrics() []provider.CustomMetricInfo { return nil }
-
-// GetExternalMetric implements provider.ExternalMetricsProvider.
-func (placeholderProvider) GetExternalMetric(_ context.Context, _ string, _ labels.Selector, info provider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	return nil, provider.NewMetricNotFoundError(schema.GroupResource{Group: "external.metrics.k8s.io"}, info.Metric)
-}
-
-// ListAllExternalMetrics implements provider.ExternalMetricsProvider.
-func (placeholderProvider) ListAllExternalMetrics() []provider.ExternalMetricInfo { return nil }
 
 // statusClientClosedRequest is the (nginx-style) code answered when the
 // client hung up before the answer; nobody reads it, but it keeps such
@@ -89,28 +149,30 @@ func quietError(ctx context.Context, err error) error {
 	}}
 }
 
-// quietCustomProvider applies quietError to a custom metrics provider.
-type quietCustomProvider struct{ provider.CustomMetricsProvider }
+// quietCustomProvider applies quietError to a custom metrics cmprovider.
+type quietCustomProvider struct {
+	cmprovider.CustomMetricsProvider
+}
 
-// GetMetricByName implements provider.CustomMetricsProvider.
-func (q quietCustomProvider) GetMetricByName(ctx context.Context, name types.NamespacedName, info provider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+// GetMetricByName implements cmprovider.CustomMetricsProvider.
+func (q quietCustomProvider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
 	v, err := q.CustomMetricsProvider.GetMetricByName(ctx, name, info, sel)
 	return v, quietError(ctx, err)
 }
 
-// GetMetricBySelector implements provider.CustomMetricsProvider.
-func (q quietCustomProvider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info provider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
+// GetMetricBySelector implements cmprovider.CustomMetricsProvider.
+func (q quietCustomProvider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
 	v, err := q.CustomMetricsProvider.GetMetricBySelector(ctx, namespace, selector, info, sel)
 	return v, quietError(ctx, err)
 }
 
-// quietExternalProvider applies quietError to an external metrics provider.
+// quietExternalProvider applies quietError to an external metrics cmprovider.
 type quietExternalProvider struct {
-	provider.ExternalMetricsProvider
+	cmprovider.ExternalMetricsProvider
 }
 
-// GetExternalMetric implements provider.ExternalMetricsProvider.
-func (q quietExternalProvider) GetExternalMetric(ctx context.Context, namespace string, sel labels.Selector, info provider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+// GetExternalMetric implements cmprovider.ExternalMetricsProvider.
+func (q quietExternalProvider) GetExternalMetric(ctx context.Context, namespace string, sel labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
 	v, err := q.ExternalMetricsProvider.GetExternalMetric(ctx, namespace, sel, info)
 	return v, quietError(ctx, err)
 }

@@ -19,10 +19,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 )
 
 const testRules = `rules:
@@ -39,7 +47,8 @@ const testRules = `rules:
 
 // fakeKubeAPI answers what the adapter asks of the Kubernetes API server at
 // startup and per request: SubjectAccessReviews (always allowed) and
-// TokenReviews (never authenticated). Everything else is a 404 Status.
+// TokenReviews (never authenticated), and API discovery for the core group
+// (pods, namespaces, nodes). Everything else is a 404 Status.
 func fakeKubeAPI(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,6 +60,15 @@ func fakeKubeAPI(t *testing.T) *httptest.Server {
 			_ = json.Unmarshal(body, &sar)
 			sar["status"] = map[string]any{"allowed": true}
 			_ = json.NewEncoder(w).Encode(sar)
+		case "/api":
+			fmt.Fprint(w, `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1"}]}`)
+		case "/apis":
+			fmt.Fprint(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+		case "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[`+
+				`{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list","watch"]},`+
+				`{"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace","verbs":["get","list","watch"]},`+
+				`{"name":"nodes","singularName":"node","namespaced":false,"kind":"Node","verbs":["get","list","watch"]}]}`)
 		case "/apis/authentication.k8s.io/v1/tokenreviews":
 			var tr map[string]any
 			_ = json.Unmarshal(body, &tr)
@@ -132,10 +150,20 @@ func (f *fakeProviders) appliedCount() int {
 	return len(f.applied)
 }
 
-func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a full API server")
-	}
+// testServer is an adapter server running in-process on a random port.
+type testServer struct {
+	t         *testing.T
+	base      string
+	client    *http.Client
+	errc      chan error
+	cancel    context.CancelFunc
+	rulesFile string
+}
+
+// startTestServer starts the adapter with the given providers factory and
+// Prometheus URL against a fake Kubernetes API, with extra flags.
+func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	kube := fakeKubeAPI(t)
 	kubeconfig := writeKubeconfig(t, dir, kube.URL)
@@ -152,7 +180,7 @@ func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
 	o := NewServerOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	err = fs.Parse([]string{
+	args := append([]string{
 		"--config=" + rulesFile,
 		"--lister-kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
@@ -161,55 +189,85 @@ func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		fmt.Sprintf("--secure-port=%d", port),
 		"--bind-address=127.0.0.1",
-		"--prometheus-url=http://127.0.0.1:9",
-		"--config-reload-interval=20ms",
-	})
-	if err != nil {
+		"--prometheus-url=" + promURL,
+	}, extra...)
+	if err := fs.Parse(args); err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	o.Base.SecureServing.Listener = ln
-	fp := &fakeProviders{}
-	o.NewProviders = fp.factory
+	o.NewProviders = factory
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Fatalf("Validate: %v", errs)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- serve(ctx, o) }()
+	ts := &testServer{
+		t:    t,
+		base: fmt.Sprintf("https://127.0.0.1:%d", port),
+		client: &http.Client{
+			Timeout:   10 * time.Second,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+		},
+		errc:      make(chan error, 1),
+		cancel:    cancel,
+		rulesFile: rulesFile,
+	}
+	go func() { ts.errc <- serve(ctx, o) }()
+	t.Cleanup(func() {
+		ts.client.CloseIdleConnections()
+		cancel()
+	})
+	return ts
+}
 
-	client := &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+func (ts *testServer) get(path string) (int, string) {
+	ts.t.Helper()
+	resp, err := ts.client.Get(ts.base + path)
+	if err != nil {
+		return 0, err.Error()
 	}
-	defer client.CloseIdleConnections()
-	base := fmt.Sprintf("https://127.0.0.1:%d", port)
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := client.Get(base + path)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (ts *testServer) waitUntil(what string, cond func() bool) {
+	ts.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		select {
+		case err := <-ts.errc:
+			ts.t.Fatalf("server stopped while waiting for %s: %v", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ts.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop cancels the server and checks it returns cleanly.
+func (ts *testServer) stop() {
+	ts.t.Helper()
+	ts.cancel()
+	select {
+	case err := <-ts.errc:
 		if err != nil {
-			return 0, err.Error()
+			ts.t.Errorf("serve returned %v after cancel", err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	case <-time.After(60 * time.Second):
+		ts.t.Fatal("serve did not return after its context was cancelled")
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			select {
-			case err := <-errc:
-				t.Fatalf("server stopped while waiting for %s: %v", what, err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+}
+
+func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
 	}
+	fp := &fakeProviders{}
+	ts := startTestServer(t, fp.factory, "http://127.0.0.1:9", "--config-reload-interval=20ms")
+	get, waitUntil, rulesFile := ts.get, ts.waitUntil, ts.rulesFile
 
 	// Up but not ready: the discovery check fails /readyz, not /livez.
 	var body string
@@ -283,15 +341,7 @@ func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
 		t.Errorf("invalid config reached the providers: %d applies", n)
 	}
 
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Errorf("serve returned %v after cancel", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not return after its context was cancelled")
-	}
+	ts.stop()
 }
 
 // replaceFile replaces path's content atomically (write, then rename).
@@ -304,6 +354,65 @@ func replaceFile(t *testing.T, path, content string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestServerWithDiscoveryAndProvider runs the real wiring: discovery over a
+// fake Prometheus, the provider answering from its index, readiness after
+// the first discovery, and a Prometheus outage reaching the client as a 503.
+func TestServerWithDiscoveryAndProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	fake := fakeprom.New([]model.LabelSet{
+		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
+		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-b"},
+		{"__name__": "http_requests_total", "namespace": "shop", "pod": "cart"},
+	})
+	defer fake.Close()
+	ts := startTestServer(t, defaultProviders, fake.URL)
+
+	ts.waitUntil("/readyz after the first discovery", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+	code, body := ts.get("/apis/custom.metrics.k8s.io/v1beta2")
+	if code != http.StatusOK || !strings.Contains(body, `"name":"pods/http_requests_per_second"`) ||
+		!strings.Contains(body, `"name":"namespaces/http_requests_per_second"`) {
+		t.Fatalf("custom metrics discovery = %d %s; want pods/ and namespaces/http_requests_per_second", code, truncateForLog(body))
+	}
+
+	// A value request: the rendered query is answered by the fake, the
+	// value and the sample's timestamp come back.
+	const path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/http_requests_per_second"
+	before := len(fake.Queries())
+	ts.get(path) // the fake does not know the rendered query yet
+	queries := fake.Queries()
+	if len(queries) <= before {
+		t.Fatalf("no query reached Prometheus for %s", path)
+	}
+	rendered := queries[len(queries)-1]
+	for _, want := range []string{"http_requests_total", `namespace="default"`, "pod-a", "[2m]"} {
+		if !strings.Contains(rendered, want) {
+			t.Errorf("rendered query %q lacks %q", rendered, want)
+		}
+	}
+	fake.Answer(rendered, model.Vector{{
+		Metric:    model.Metric{"namespace": "default", "pod": "pod-a"},
+		Value:     0.25,
+		Timestamp: model.TimeFromUnix(1700000000),
+	}})
+	code, body = ts.get(path)
+	if code != http.StatusOK || !strings.Contains(body, `"value":"250m"`) || !strings.Contains(body, `"timestamp":"2023-11-14T22:13:20Z"`) {
+		t.Errorf("GET %s = %d %s; want value 250m at the sample's time", path, code, truncateForLog(body))
+	}
+
+	// Prometheus failing: a 503 with context, never a made-up value.
+	fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	code, body = ts.get(path)
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("with Prometheus failing GET %s = %d %s; want 503", path, code, truncateForLog(body))
+	}
+	ts.stop()
 }
 
 func truncateForLog(s string) string {
@@ -486,3 +595,27 @@ func TestAPIOf(t *testing.T) {
 		}
 	}
 }
+
+// placeholderProvider serves no metric: lists are empty, lookups are 404s.
+type placeholderProvider struct{}
+
+var (
+	_ cmprovider.CustomMetricsProvider   = placeholderProvider{}
+	_ cmprovider.ExternalMetricsProvider = placeholderProvider{}
+)
+
+func (placeholderProvider) GetMetricByName(_ context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
+	return nil, cmprovider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
+}
+
+func (placeholderProvider) GetMetricBySelector(_ context.Context, _ string, _ labels.Selector, info cmprovider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValueList, error) {
+	return nil, cmprovider.NewMetricNotFoundError(info.GroupResource, info.Metric)
+}
+
+func (placeholderProvider) ListAllMetrics() []cmprovider.CustomMetricInfo { return nil }
+
+func (placeholderProvider) GetExternalMetric(_ context.Context, _ string, _ labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	return nil, cmprovider.NewMetricNotFoundError(schema.GroupResource{Group: "external.metrics.k8s.io"}, info.Metric)
+}
+
+func (placeholderProvider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo { return nil }
