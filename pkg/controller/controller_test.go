@@ -397,6 +397,8 @@ func TestCustomAndExternalMetrics(t *testing.T) {
 			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewQuantity(100, resource.DecimalSI)},
 		},
 	}}
+	namespaceHPA := objectHPA.DeepCopy()
+	namespaceHPA.Spec.Metrics[0].Object.DescribedObject = autoscalingv2.CrossVersionObjectReference{APIVersion: "v1", Kind: "Namespace", Name: "elsewhere"}
 	externalHPA := cpuHPA("web", 1, 10, 50)
 	externalHPA.Spec.Metrics = []autoscalingv2.MetricSpec{{
 		Type: autoscalingv2.ExternalMetricSourceType,
@@ -440,6 +442,26 @@ func TestCustomAndExternalMetrics(t *testing.T) {
 			},
 			wantReason: "Ingress metric requests_per_second above target",
 			want:       3, // ceil(1.5 * 2)
+		},
+		{
+			name: "object metric of the namespace reads the HPA's own namespace",
+			hpa:  namespaceHPA,
+			setup: func(h *harness) {
+				h.custom.AddReactor("get", "namespaces", func(a core.Action) (bool, runtime.Object, error) {
+					g := a.(cmfake.GetForAction)
+					if g.GetName() != "default" || g.GetNamespace() != "" {
+						return true, nil, errors.New("unexpected namespace metric request for " + g.GetNamespace() + "/" + g.GetName())
+					}
+					return true, &customapi.MetricValueList{Items: []customapi.MetricValue{{
+						DescribedObject: v1.ObjectReference{Kind: "Namespace", Name: "default"},
+						Metric:          customapi.MetricIdentifier{Name: "requests_per_second"},
+						Timestamp:       metav1.NewTime(now),
+						Value:           *resource.NewQuantity(150, resource.DecimalSI),
+					}}}, nil
+				})
+			},
+			wantReason: "Namespace metric requests_per_second above target",
+			want:       3,
 		},
 		{
 			name: "external metric per pod",
