@@ -169,16 +169,11 @@ func (c *Cache) GetNode(ctx context.Context, name string) (*metav1.PartialObject
 }
 
 // ready waits (at most the sync timeout, never beyond ctx) for an
-// informer's initial list.
+// informer's initial list; a request arriving just before Run started
+// waits for it too.
 func (c *Cache) ready(ctx context.Context, what string, inf cache.SharedIndexInformer) error {
 	if inf.HasSynced() {
 		return nil
-	}
-	c.mu.Lock()
-	running := c.running
-	c.mu.Unlock()
-	if !running {
-		return ErrCacheNotRunning
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.syncTimeout)
 	defer cancel()
@@ -188,6 +183,12 @@ func (c *Cache) ready(ctx context.Context, what string, inf cache.SharedIndexInf
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("waiting for the %s cache: %w", what, ctxErr)
+		}
+		c.mu.Lock()
+		running := c.running
+		c.mu.Unlock()
+		if !running {
+			return ErrCacheNotRunning
 		}
 		return fmt.Errorf("%w: %s not listed within %s (can the adapter list and watch them?)", ErrCacheNotSynced, what, c.syncTimeout)
 	}
