@@ -97,7 +97,7 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 	hpa := workingCopy(in.HPA)
 	current := in.SpecReplicas
 	reference := fmt.Sprintf("%s/%s/%s", hpa.Spec.ScaleTargetRef.Kind, hpa.Namespace, hpa.Spec.ScaleTargetRef.Name)
-	d := Decision{CurrentReplicas: current, MetricReplicas: -1}
+	d := Decision{CurrentReplicas: current, MetricReplicas: -1, StabilizedReplicas: -1}
 
 	a.setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionTrue, "SucceededGetScale", "the HPA controller was able to get the target's current scale")
 	if state.Recommendations == nil {
@@ -166,9 +166,9 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 			reason = "All metrics below target"
 		}
 		if hpa.Spec.Behavior == nil {
-			desired = a.normalize(state, hpa, now, current, desired, minReplicas)
+			desired, d.StabilizedReplicas = a.normalize(state, hpa, now, current, desired, minReplicas)
 		} else {
-			desired = a.normalizeWithBehavior(state, hpa, now, current, desired, minReplicas)
+			desired, d.StabilizedReplicas = a.normalizeWithBehavior(state, hpa, now, current, desired, minReplicas)
 		}
 		if current == 0 && minReplicas != 0 && scaledToZero && desired < minReplicas {
 			desired = minReplicas
@@ -266,12 +266,13 @@ func (a *Autoscaler) FailedGetScale(hpa *autoscalingv2.HorizontalPodAutoscaler, 
 	h := hpa.DeepCopy()
 	a.setCondition(h, autoscalingv2.AbleToScale, v1.ConditionFalse, "FailedGetScale", "the HPA controller was unable to get the target's current scale: %v", err)
 	return Decision{
-		CurrentReplicas: h.Status.CurrentReplicas,
-		MetricReplicas:  -1,
-		DesiredReplicas: h.Status.DesiredReplicas,
-		Status:          h.Status,
-		Events:          []Event{{Type: v1.EventTypeWarning, Reason: "FailedGetScale", Message: err.Error()}},
-		Err:             err,
+		CurrentReplicas:    h.Status.CurrentReplicas,
+		MetricReplicas:     -1,
+		StabilizedReplicas: -1,
+		DesiredReplicas:    h.Status.DesiredReplicas,
+		Status:             h.Status,
+		Events:             []Event{{Type: v1.EventTypeWarning, Reason: "FailedGetScale", Message: err.Error()}},
+		Err:                err,
 	}
 }
 
@@ -366,7 +367,7 @@ func (a *Autoscaler) validateSelector(hpa *autoscalingv2.HorizontalPodAutoscaler
 }
 
 // normalize is normalizeDesiredReplicas (no behavior).
-func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) int32 {
+func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, int32) {
 	stabilized := state.stabilize(now, a.cfg.DownscaleStabilizationWindow, desired)
 	if stabilized != desired {
 		a.setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionTrue, "ScaleDownStabilized", msgDownStabilzed)
@@ -375,11 +376,11 @@ func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAut
 	}
 	l := convertWithRules(current, stabilized, minReplicas, hpa.Spec.MaxReplicas)
 	a.setLimited(hpa, l, stabilized)
-	return l.replicas
+	return l.replicas, stabilized
 }
 
 // normalizeWithBehavior is normalizeDesiredReplicasWithBehaviors.
-func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) int32 {
+func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, int32) {
 	b := hpa.Spec.Behavior
 	if b.ScaleDown.StabilizationWindowSeconds == nil {
 		w := int32(a.cfg.DownscaleStabilizationWindow.Seconds())
@@ -393,7 +394,7 @@ func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.Hori
 	}
 	l := state.convertWithBehaviorRate(now, b, current, stabilized, minReplicas, hpa.Spec.MaxReplicas)
 	a.setLimited(hpa, l, stabilized)
-	return l.replicas
+	return l.replicas, stabilized
 }
 
 func (a *Autoscaler) setLimited(hpa *autoscalingv2.HorizontalPodAutoscaler, l limit, stabilized int32) {

@@ -629,3 +629,26 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+func TestDecideReportsStabilizedReplicas(t *testing.T) {
+	a, _ := newTestAutoscaler(t, nil)
+	hpa := testHPA(nil, 6, cpuMetric(50))
+	hpa.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptrTo[int32](300),
+		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}}}}
+	state := &State{Recommendations: []Recommendation{{4, testNow.Add(-time.Minute)}}}
+	d := a.Decide(state, Input{HPA: hpa, SpecReplicas: 5, StatusReplicas: 5, Selector: "app=test", Pods: readyPods(5, 1000), Metrics: []MetricValues{perPod(100, 100, 100, 100, 100)}})
+	// metrics ask for 1, the window holds 4, the policy allows one pod: 4
+	if d.MetricReplicas != 1 || d.StabilizedReplicas != 4 || d.DesiredReplicas != 4 {
+		t.Errorf("metric %d, stabilized %d, desired %d; want 1, 4, 4", d.MetricReplicas, d.StabilizedReplicas, d.DesiredReplicas)
+	}
+	state = &State{Recommendations: []Recommendation{{4, testNow.Add(-time.Hour)}}}
+	d = a.Decide(state, Input{HPA: hpa, SpecReplicas: 5, StatusReplicas: 5, Selector: "app=test", Pods: readyPods(5, 1000), Metrics: []MetricValues{perPod(100, 100, 100, 100, 100)}})
+	// nothing in the window: 1, and the policy allows one pod a minute: 4
+	if d.StabilizedReplicas != 1 || d.DesiredReplicas != 4 || Condition(&d.Status, limited).Reason != "ScaleDownLimit" {
+		t.Errorf("stabilized %d, desired %d, limited %+v; want 1, 4, ScaleDownLimit", d.StabilizedReplicas, d.DesiredReplicas, Condition(&d.Status, limited))
+	}
+	if d := a.FailedGetScale(hpa, errors.New("x")); d.StabilizedReplicas != -1 {
+		t.Errorf("FailedGetScale stabilized = %d, want -1", d.StabilizedReplicas)
+	}
+}

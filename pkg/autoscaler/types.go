@@ -309,6 +309,10 @@ type Decision struct {
 	Metric string
 	// Metrics has one result per metric spec, in spec order.
 	Metrics []MetricResult
+	// StabilizedReplicas is the recommendation after the stabilization
+	// window(s), before rate limits and min/max; -1 when the metrics gave
+	// no proposal.
+	StabilizedReplicas int32
 	// DesiredReplicas is the count after normalization (stabilization,
 	// policies, min/max). When Rescale is false it equals CurrentReplicas
 	// (except on a metrics failure, where status keeps the previous value).

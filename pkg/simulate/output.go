@@ -43,6 +43,9 @@ type StepResult struct {
 	// ProposedReplicas is the count the metrics asked for, before
 	// normalization (the largest valid proposal); absent when none.
 	ProposedReplicas *int32 `json:"proposedReplicas,omitempty"`
+	// StabilizedReplicas is the proposal after the stabilization window(s),
+	// before rate limits and min/max; absent when there was no proposal.
+	StabilizedReplicas *int32 `json:"stabilizedReplicas,omitempty"`
 	// DesiredReplicas is status.desiredReplicas after the reconcile: the
 	// normalized count (stabilization, rate policies, min/max).
 	DesiredReplicas int32 `json:"desiredReplicas"`
@@ -133,6 +136,9 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 	if d.MetricsComputed && d.MetricReplicas >= 0 {
 		r.ProposedReplicas = ptr(d.MetricReplicas)
 	}
+	if d.StabilizedReplicas >= 0 {
+		r.StabilizedReplicas = ptr(d.StabilizedReplicas)
+	}
 	for j, m := range d.Metrics {
 		mr := MetricResult{Index: j, Key: metricKey(specs[j]), Type: string(specs[j].Type), Name: m.Name, Pods: m.Pods}
 		if m.Err != nil {
@@ -187,11 +193,11 @@ func (r *Result) WriteJSON(w io.Writer) error {
 }
 
 // WriteTable writes one line per step: replicas, each metric's current
-// value and proposal, the counts before and after normalization, the
-// reason and the conditions.
+// value and proposal, the count proposed, after stabilization and after
+// normalization, the reason and the conditions.
 func (r *Result) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tAT\tREPLICAS\tPODS(READY)\tMETRICS\tPROPOSED\tDESIRED\tREASON\tCONDITIONS")
+	fmt.Fprintln(tw, "STEP\tAT\tREPLICAS\tPODS(READY)\tMETRICS\tPROPOSED\tSTABILIZED\tDESIRED\tREASON\tCONDITIONS")
 	for _, s := range r.Steps {
 		var metrics []string
 		for _, m := range s.Metrics {
@@ -200,9 +206,12 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if len(metrics) == 0 {
 			metrics = []string{"-"}
 		}
-		proposed := "-"
+		proposed, stabilized := "-", "-"
 		if s.ProposedReplicas != nil {
 			proposed = fmt.Sprint(*s.ProposedReplicas)
+		}
+		if s.StabilizedReplicas != nil {
+			stabilized = fmt.Sprint(*s.StabilizedReplicas)
 		}
 		desired := fmt.Sprint(s.DesiredReplicas)
 		if s.Rescaled {
@@ -216,8 +225,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if reason == "" {
 			reason = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d(%d)\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.At, s.CurrentReplicas, s.Pods.Total, s.Pods.Ready,
-			strings.Join(metrics, "; "), proposed, desired, reason, strings.Join(conds, " "))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d(%d)\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.At, s.CurrentReplicas, s.Pods.Total, s.Pods.Ready,
+			strings.Join(metrics, "; "), proposed, stabilized, desired, reason, strings.Join(conds, " "))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing result: %w", err)

@@ -79,8 +79,8 @@ func TestExamplesBehaviour(t *testing.T) {
 			}
 		}},
 		{"scale-down-stabilization.yaml", []int32{4, 4, 4, 4, 4, 4, 2}, func(t *testing.T, r *Result) {
-			if c := r.Steps[3].Conditions[0]; c.Reason != "ScaleDownStabilized" || *r.Steps[3].ProposedReplicas != 2 {
-				t.Errorf("step 3: want proposal 2 held by ScaleDownStabilized, got %+v", c)
+			if c := r.Steps[3].Conditions[0]; c.Reason != "ScaleDownStabilized" || *r.Steps[3].ProposedReplicas != 2 || *r.Steps[3].StabilizedReplicas != 4 {
+				t.Errorf("step 3: want proposal 2 stabilized at 4 (ScaleDownStabilized), got %+v", c)
 			}
 		}},
 		{"behavior-scale-up-rate.yaml", []int32{4, 4, 4, 6, 6, 8, 10, 10}, func(t *testing.T, r *Result) {
