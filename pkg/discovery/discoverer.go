@@ -40,8 +40,10 @@ const (
 	// seriesQuery that Prometheus answers with one row per distinct
 	// (series name, namespace, set of resource labels present):
 	//
-	//	count by (__name__, namespace, promscaler_has_0, ...) (
-	//	  label_replace(last_over_time(SERIES_QUERY[MAX_AGE]), "promscaler_has_0", "1", "pod", ".+"))
+	//	sum by (__name__, namespace, promscaler_has_0) (
+	//	  label_replace(
+	//	    count by (__name__, namespace, pod) (last_over_time(SERIES_QUERY[MAX_AGE])),
+	//	    "promscaler_has_0", "1", "pod", ".+"))
 	//
 	// Only label names matter for resource mapping, so object names are
 	// folded into presence flags and the answer grows with distinct
@@ -469,21 +471,32 @@ var errNameDropped = errors.New("the grouped query's answer has no __name__ labe
 func presenceFlag(i int) string { return fmt.Sprintf("promscaler_has_%d", i) }
 
 // GroupedQuery returns the instant query the grouped strategy sends for a
-// seriesQuery: grouped by __name__ and the namespace labels (by value) and
-// by one presence flag per other resource label (see StrategyGrouped).
+// seriesQuery (see StrategyGrouped). The inner count groups the series by
+// name, namespace labels and the other resource labels (rows grow with
+// objects); the outer sum turns each other resource label into a presence
+// flag (rows grow with metrics x namespaces), the label_replace calls running
+// over the inner rows, not over every series. Its values are series counts.
 func GroupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.Duration) string {
-	by := make([]string, 0, 1+len(nsLabels)+len(presence))
-	by = append(by, string(model.MetricNameLabel))
+	outer := make([]string, 0, 1+len(nsLabels)+len(presence))
+	outer = append(outer, string(model.MetricNameLabel))
 	for _, l := range nsLabels {
-		by = append(by, labelNameExpr(l))
+		outer = append(outer, labelNameExpr(l))
 	}
-	inner := fmt.Sprintf("last_over_time(%s[%s])", strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+	expr := fmt.Sprintf("last_over_time(%s[%s])", strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+	if len(presence) == 0 {
+		return fmt.Sprintf("count by (%s) (%s)", strings.Join(outer, ","), expr)
+	}
+	inner := slices.Clone(outer)
+	for _, l := range presence {
+		inner = append(inner, labelNameExpr(l))
+	}
+	expr = fmt.Sprintf("count by (%s) (%s)", strings.Join(inner, ","), expr)
 	for i, l := range presence {
 		flag := presenceFlag(i)
-		by = append(by, flag)
-		inner = fmt.Sprintf("label_replace(%s, %q, \"1\", %s, \".+\")", inner, flag, strconv.Quote(l))
+		outer = append(outer, flag)
+		expr = fmt.Sprintf("label_replace(%s, %q, \"1\", %s, \".+\")", expr, flag, strconv.Quote(l))
 	}
-	return fmt.Sprintf("count by (%s) (%s)", strings.Join(by, ","), inner)
+	return fmt.Sprintf("sum by (%s) (%s)", strings.Join(outer, ","), expr)
 }
 
 func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {

@@ -250,11 +250,13 @@ func TestGroupedQueryText(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		`count by (__name__,namespace,promscaler_has_0) (label_replace(last_over_time({__name__="pm_status",namespace!="",pod_name!="",state="active processes"}[5m]), "promscaler_has_0", "1", "pod_name", ".+"))`,
-		`count by (__name__,namespace,promscaler_has_0,promscaler_has_1,promscaler_has_2,promscaler_has_3) (` +
-			`label_replace(label_replace(label_replace(label_replace(last_over_time({__name__=~"^http_.*_total$",namespace!=""}[5m]), ` +
+		`sum by (__name__,namespace,promscaler_has_0) (label_replace(count by (__name__,namespace,pod_name) (` +
+			`last_over_time({__name__="pm_status",namespace!="",pod_name!="",state="active processes"}[5m])), "promscaler_has_0", "1", "pod_name", ".+"))`,
+		`sum by (__name__,namespace,promscaler_has_0,promscaler_has_1,promscaler_has_2,promscaler_has_3) (` +
+			`label_replace(label_replace(label_replace(label_replace(count by (__name__,namespace,deployment,job,pod,service) (` +
+			`last_over_time({__name__=~"^http_.*_total$",namespace!=""}[5m])), ` +
 			`"promscaler_has_0", "1", "deployment", ".+"), "promscaler_has_1", "1", "job", ".+"), "promscaler_has_2", "1", "pod", ".+"), "promscaler_has_3", "1", "service", ".+"))`,
-		`count by (__name__,promscaler_has_0) (label_replace(last_over_time({__name__="node_load1"}[5m]), "promscaler_has_0", "1", "instance", ".+"))`,
+		`sum by (__name__,promscaler_has_0) (label_replace(count by (__name__,instance) (last_over_time({__name__="node_load1"}[5m])), "promscaler_has_0", "1", "instance", ".+"))`,
 		`count by (__name__,namespace) (last_over_time({__name__="queue_length",namespace!=""}[5m]))`,
 		`count by (__name__) (last_over_time({__name__="queue_age"}[5m]))`,
 	}

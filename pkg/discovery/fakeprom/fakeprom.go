@@ -225,7 +225,7 @@ func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, er
 }
 
 var (
-	countByRe      = regexp.MustCompile(`^count by \(([^)]*)\) \((.*)\)$`)
+	aggregateRe    = regexp.MustCompile(`^(count|sum) by \(([^)]*)\) \((.*)\)$`)
 	labelReplaceRe = regexp.MustCompile(`^label_replace\((.*), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*")\)$`)
 	lastOverTimeRe = regexp.MustCompile(`^last_over_time\((.*)\[([0-9a-z]+)\]\)$`)
 )
@@ -235,63 +235,78 @@ type sample struct {
 	Value  [2]any         `json:"value"`
 }
 
-// groupedQuery evaluates the grouped discovery query,
-//
-//	count by (L...) (label_replace(...(last_over_time(SEL[d]))...))
-//
-// over every series (the fake has no time).
+// point is one element of an evaluated instant vector.
+type point struct {
+	labels model.LabelSet
+	value  float64
+}
+
+// groupedQuery evaluates the grouped discovery queries: count by and sum
+// by over label_replace over count by over last_over_time(SEL[d]), over
+// every series (the fake has no time; every sample is 1). With dropName,
+// last_over_time drops __name__ as some backends do.
 func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, error) {
-	m := countByRe.FindStringSubmatch(q)
-	if m == nil {
+	if !aggregateRe.MatchString(q) {
 		return nil, fmt.Errorf("fakeprom: unsupported query %q", q)
 	}
-	var by []model.LabelName
-	for _, l := range strings.Split(m[1], ",") {
-		l = strings.TrimSpace(l)
-		if strings.HasPrefix(l, `"`) {
-			if err := json.Unmarshal([]byte(l), &l); err != nil {
-				return nil, fmt.Errorf("fakeprom: label %s: %w", l, err)
-			}
-		}
-		if l != "" {
-			by = append(by, model.LabelName(l))
-		}
-	}
-	selected, err := evalInner(series, m[2])
+	pts, err := eval(series, q, dropName)
 	if err != nil {
 		return nil, err
 	}
-	counts := map[model.Fingerprint]*sample{}
-	var order []model.Fingerprint
-	for _, ls := range selected {
-		g := model.LabelSet{}
-		for _, l := range by {
-			if l == model.MetricNameLabel && dropName {
-				continue
-			}
-			if v, ok := ls[l]; ok {
-				g[l] = v
-			}
-		}
-		fp := g.Fingerprint()
-		if c, ok := counts[fp]; ok {
-			c.Value[1] = fmt.Sprint(atoi(c.Value[1].(string)) + 1)
-			continue
-		}
-		counts[fp] = &sample{Metric: g, Value: [2]any{1700000000.0, "1"}}
-		order = append(order, fp)
-	}
-	out := make([]sample, 0, len(order))
-	for _, fp := range order {
-		out = append(out, *counts[fp])
+	out := make([]sample, len(pts))
+	for i, p := range pts {
+		out[i] = sample{Metric: p.labels, Value: [2]any{1700000000.0, fmt.Sprint(p.value)}}
 	}
 	return out, nil
 }
 
-// evalInner evaluates label_replace(...) over last_over_time(SEL[d]).
-func evalInner(series []model.LabelSet, expr string) ([]model.LabelSet, error) {
+func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) {
+	if m := aggregateRe.FindStringSubmatch(expr); m != nil {
+		var by []model.LabelName
+		for _, l := range strings.Split(m[2], ",") {
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, `"`) {
+				if err := json.Unmarshal([]byte(l), &l); err != nil {
+					return nil, fmt.Errorf("fakeprom: label %s: %w", l, err)
+				}
+			}
+			if l != "" {
+				by = append(by, model.LabelName(l))
+			}
+		}
+		in, err := eval(series, m[3], dropName)
+		if err != nil {
+			return nil, err
+		}
+		groups := map[model.Fingerprint]*point{}
+		var order []model.Fingerprint
+		for _, p := range in {
+			g := model.LabelSet{}
+			for _, l := range by {
+				if v, ok := p.labels[l]; ok {
+					g[l] = v
+				}
+			}
+			add := 1.0
+			if m[1] == "sum" {
+				add = p.value
+			}
+			fp := g.Fingerprint()
+			if acc, ok := groups[fp]; ok {
+				acc.value += add
+				continue
+			}
+			groups[fp] = &point{labels: g, value: add}
+			order = append(order, fp)
+		}
+		out := make([]point, len(order))
+		for i, fp := range order {
+			out[i] = *groups[fp]
+		}
+		return out, nil
+	}
 	if m := labelReplaceRe.FindStringSubmatch(expr); m != nil {
-		in, err := evalInner(series, m[1])
+		in, err := eval(series, m[1], dropName)
 		if err != nil {
 			return nil, err
 		}
@@ -305,21 +320,19 @@ func evalInner(series []model.LabelSet, expr string) ([]model.LabelSet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fakeprom: label_replace regex: %w", err)
 		}
-		out := make([]model.LabelSet, len(in))
-		for i, ls := range in {
-			src := string(ls[model.LabelName(args[2])])
+		for i, p := range in {
+			src := string(p.labels[model.LabelName(args[2])])
 			if idx := re.FindStringSubmatchIndex(src); idx != nil {
-				ls = ls.Clone()
-				v := re.ExpandString(nil, args[1], src, idx)
-				if len(v) == 0 {
+				ls := p.labels.Clone()
+				if v := re.ExpandString(nil, args[1], src, idx); len(v) == 0 {
 					delete(ls, model.LabelName(args[0]))
 				} else {
 					ls[model.LabelName(args[0])] = model.LabelValue(v)
 				}
+				in[i].labels = ls
 			}
-			out[i] = ls
 		}
-		return out, nil
+		return in, nil
 	}
 	m := lastOverTimeRe.FindStringSubmatch(expr)
 	if m == nil {
@@ -329,19 +342,18 @@ func evalInner(series []model.LabelSet, expr string) ([]model.LabelSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []model.LabelSet
+	var out []point
 	for _, ls := range series {
-		if sel.Matches(ls) {
-			out = append(out, ls)
+		if !sel.Matches(ls) {
+			continue
 		}
+		if dropName {
+			ls = ls.Clone()
+			delete(ls, model.MetricNameLabel)
+		}
+		out = append(out, point{labels: ls, value: 1})
 	}
 	return out, nil
-}
-
-func atoi(s string) int {
-	n := 0
-	fmt.Sscan(s, &n)
-	return n
 }
 
 func writeData(w http.ResponseWriter, data any) {
