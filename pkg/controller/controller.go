@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	autoscalinginformers "k8s.io/client-go/informers/autoscaling/v2"
@@ -90,6 +92,10 @@ type Config struct {
 	// DryRunAnnotate, with DryRun, writes each changed decision to the
 	// HPA's DryRunAnnotation.
 	DryRunAnnotate bool
+	// StaleReadCheck skips reconciling an HPA from a cache older than the
+	// controller's own last write to it (kube-controller-manager's
+	// StaleControllerConsistencyHPA gate, on by default in 1.37).
+	StaleReadCheck bool
 }
 
 // Validate reports every missing dependency and invalid setting.
@@ -136,6 +142,7 @@ type Controller struct {
 	tel       *Metrics
 	hpaLister autoscalinglisters.HorizontalPodAutoscalerLister
 	podLister corelisters.PodLister
+	hpaStore  cache.Store
 	// podIndexer, when set, has the podLabelIndex.
 	podIndexer cache.Indexer
 	synced     []cache.InformerSynced
@@ -143,7 +150,7 @@ type Controller struct {
 	selectors  *selectorStore
 
 	mu     sync.Mutex
-	states map[string]*autoscaler.State // per HPA key; see stateFor
+	states map[string]*hpaEntry // per HPA key; see entryFor
 
 	ready atomic.Bool
 	// reconciled, when set (tests and benchmarks), is called after each
@@ -169,6 +176,7 @@ func New(cfg Config) (*Controller, error) {
 		clock:     cfg.Clock,
 		tel:       cfg.Telemetry,
 		hpaLister: cfg.HPAInformer.Lister(),
+		hpaStore:  cfg.HPAInformer.Informer().GetStore(),
 		podLister: cfg.PodInformer.Lister(),
 		synced:    []cache.InformerSynced{cfg.HPAInformer.Informer().HasSynced, cfg.PodInformer.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -176,7 +184,7 @@ func New(cfg Config) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "promscaler_hpa"},
 		),
 		selectors: newSelectorStore(),
-		states:    map[string]*autoscaler.State{},
+		states:    map[string]*hpaEntry{},
 	}
 	reg, err := cfg.HPAInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addHPA,
@@ -322,8 +330,12 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) (deleted bool
 	if err != nil {
 		return false, fmt.Errorf("reading HPA %s from cache: %w", key, err)
 	}
+	e := c.entryFor(key)
+	if err := c.ensureFresh(e, hpa); err != nil {
+		return false, err
+	}
 	start := c.clock.Now()
-	err = c.reconcile(ctx, key, hpa)
+	err = c.reconcile(ctx, e, hpa)
 	result := ResultSuccess
 	if err != nil {
 		result = ResultError
@@ -332,19 +344,60 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) (deleted bool
 	return false, err
 }
 
-// stateFor returns the state of the HPA key, creating it. The workqueue
-// hands a key to one worker at a time, so the state needs no lock of its
+// hpaEntry is what the controller keeps per HPA between reconciles.
+type hpaEntry struct {
+	// state is the decision core's history (recommendations, scale events).
+	state autoscaler.State
+	// uid and wroteRV are the HPA's UID and the resourceVersion our last
+	// write to it returned, until the informer has caught up with it.
+	uid     types.UID
+	wroteRV string
+}
+
+// entryFor returns the entry of the HPA key, creating it. The workqueue
+// hands a key to one worker at a time, so an entry needs no lock of its
 // own; the map does.
-func (c *Controller) stateFor(key string) *autoscaler.State {
+func (c *Controller) entryFor(key string) *hpaEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, ok := c.states[key]
+	e, ok := c.states[key]
 	if !ok {
-		s = &autoscaler.State{}
-		c.states[key] = s
+		e = &hpaEntry{}
+		c.states[key] = e
 		c.tel.HPAs.Set(float64(len(c.states)))
 	}
-	return s
+	return e
+}
+
+// ensureFresh is upstream's consistency check (StaleControllerConsistencyHPA,
+// beta and on in 1.37): after the controller wrote an HPA, it is not
+// reconciled again from a cache that has not yet seen that write; the
+// reconcile is skipped and comes back a sync period later.
+func (c *Controller) ensureFresh(e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+	if e.wroteRV == "" {
+		return nil
+	}
+	if e.uid != hpa.UID {
+		e.wroteRV = "" // a new HPA of the same name
+		return nil
+	}
+	readRV := c.hpaStore.LastStoreSyncResourceVersion()
+	if readRV == "" {
+		return nil
+	}
+	cmp, err := resourceversion.CompareResourceVersion(e.wroteRV, readRV)
+	if err != nil || cmp <= 0 {
+		e.wroteRV = ""
+		return nil
+	}
+	return fmt.Errorf("skipping %s/%s: read version %s is not as new as written version %s", hpa.Namespace, hpa.Name, readRV, e.wroteRV)
+}
+
+// wrote records the resourceVersion a write to the HPA returned.
+func (c *Controller) wrote(e *hpaEntry, updated *autoscalingv2.HorizontalPodAutoscaler) {
+	if c.cfg.StaleReadCheck && updated != nil && updated.ResourceVersion != "" {
+		e.uid, e.wroteRV = updated.UID, updated.ResourceVersion
+	}
 }
 
 // dropState forgets everything kept for a deleted HPA.

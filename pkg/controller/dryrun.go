@@ -59,25 +59,26 @@ func dryRunRecord(d *autoscaler.Decision) DryRunRecord {
 // merge patch (no resourceVersion: it cannot conflict with the built-in
 // controller's status writes on our side), only when the recorded decision
 // changed.
-func (c *Controller) annotate(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) error {
+func (c *Controller) annotate(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	value, err := json.Marshal(dryRunRecord(d))
 	if err != nil {
-		return fmt.Errorf("encoding dry-run decision of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+		return nil, fmt.Errorf("encoding dry-run decision of %s/%s: %w", hpa.Namespace, hpa.Name, err)
 	}
 	if hpa.Annotations[DryRunAnnotation] == string(value) {
-		return nil
+		return nil, nil
 	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{DryRunAnnotation: string(value)}},
 	})
 	if err != nil {
-		return fmt.Errorf("encoding dry-run patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+		return nil, fmt.Errorf("encoding dry-run patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(rctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("writing dry-run decision annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	updated, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(rctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("writing dry-run decision annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Recorded dry-run decision", "hpa", klog.KObj(hpa), "decision", string(value))
-	return nil
+	return updated, nil
 }

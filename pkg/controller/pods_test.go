@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestListPodsIndexMatchesLister(t *testing.T) {
@@ -121,5 +123,61 @@ func TestScaleEventsCarryOver(t *testing.T) {
 	c := st.Conditions
 	if len(c) < 3 || c[2].Type != autoscalingv2.ScalingLimited || c[2].Reason != "ScaleUpLimit" {
 		t.Errorf("conditions = %v, want ScalingLimited ScaleUpLimit", condSummary(st))
+	}
+}
+
+func TestEnsureFresh(t *testing.T) {
+	hpa := cpuHPA("web", 1, 10, 50)
+	hpa.UID = "uid-1"
+	tests := []struct {
+		name      string
+		entry     hpaEntry
+		readRV    string
+		wantErr   bool
+		wantClear bool
+	}{
+		{name: "nothing written", entry: hpaEntry{}, readRV: "5"},
+		{name: "cache behind our write", entry: hpaEntry{uid: "uid-1", wroteRV: "10"}, readRV: "9", wantErr: true},
+		{name: "cache caught up", entry: hpaEntry{uid: "uid-1", wroteRV: "10"}, readRV: "10", wantClear: true},
+		{name: "cache ahead", entry: hpaEntry{uid: "uid-1", wroteRV: "10"}, readRV: "12", wantClear: true},
+		{name: "HPA recreated", entry: hpaEntry{uid: "uid-0", wroteRV: "10"}, readRV: "9", wantClear: true},
+		{name: "cache version unknown", entry: hpaEntry{uid: "uid-1", wroteRV: "10"}, readRV: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Controller{hpaStore: &cache.FakeCustomStore{LastStoreSyncResourceVersionFunc: func() string { return tt.readRV }}}
+			e := tt.entry
+			err := c.ensureFresh(&e, hpa)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("ensureFresh error = %v, want error: %v", err, tt.wantErr)
+			}
+			if cleared := e.wroteRV == "" && tt.entry.wroteRV != ""; cleared != tt.wantClear {
+				t.Errorf("written version cleared = %v, want %v", cleared, tt.wantClear)
+			}
+		})
+	}
+}
+
+func TestStatusWriteRecordsVersion(t *testing.T) {
+	for _, check := range []bool{false, true} {
+		h := newHarness(t, world{
+			hpas:    []*autoscalingv2.HorizontalPodAutoscaler{cpuHPA("web", 1, 10, 50)},
+			targets: []target{{name: "web", replicas: 2, cpuRequest: 100, cpuUsage: []int64{52, 53}}},
+		}, func(c *Config) { c.StaleReadCheck = check })
+		h.kube.PrependReactor("update", "horizontalpodautoscalers", func(a core.Action) (bool, runtime.Object, error) {
+			obj := a.(core.UpdateAction).GetObject().(*autoscalingv2.HorizontalPodAutoscaler).DeepCopy()
+			obj.ResourceVersion = "42"
+			return true, obj, nil
+		})
+		if err := h.reconcile("web"); err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if check {
+			want = "42"
+		}
+		if got := h.c.entryFor("default/web").wroteRV; got != want {
+			t.Errorf("StaleReadCheck=%v: recorded written version %q, want %q", check, got, want)
+		}
 	}
 }

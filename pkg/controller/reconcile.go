@@ -27,9 +27,9 @@ const maxEventNote = 1024
 // reconcile is one reconcile of one HPA: read /scale, gather pods and
 // metrics, let the core decide, apply (or, in dry-run, only record) the
 // decision.
-func (c *Controller) reconcile(ctx context.Context, key string, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+func (c *Controller) reconcile(ctx context.Context, e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
 	logger := klog.FromContext(ctx).WithValues("hpa", klog.KObj(hpa))
-	state := c.stateFor(key)
+	state := &e.state
 	ref := hpa.Spec.ScaleTargetRef
 	reference := fmt.Sprintf("%s/%s/%s", ref.Kind, hpa.Namespace, ref.Name)
 
@@ -38,7 +38,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, hpa *autoscaling
 		d := c.core.FailedGetScale(hpa, scaleErr)
 		c.tel.Decisions.WithLabelValues(DecisionError, "FailedGetScale").Inc()
 		c.record(hpa, d.Events)
-		if werr := c.writeDecision(ctx, hpa, &d); werr != nil {
+		if werr := c.writeDecision(ctx, e, hpa, &d); werr != nil {
 			return errors.Join(err, werr)
 		}
 		return err
@@ -87,7 +87,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, hpa *autoscaling
 	c.tel.Decisions.WithLabelValues(decision, reason).Inc()
 	c.tel.DesiredReplicas.WithLabelValues(hpa.Namespace, hpa.Name).Set(float64(d.DesiredReplicas))
 	c.record(hpa, d.Events)
-	werr := c.writeDecision(ctx, hpa, &d)
+	werr := c.writeDecision(ctx, e, hpa, &d)
 	switch {
 	case werr != nil:
 		return werr
@@ -317,12 +317,14 @@ func eventAction(reason string) string {
 
 // writeDecision persists the decision: the HPA status when it changed, or
 // in dry-run the annotation (when enabled and changed).
-func (c *Controller) writeDecision(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) error {
+func (c *Controller) writeDecision(ctx context.Context, e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) error {
 	if c.cfg.DryRun {
 		if !c.cfg.DryRunAnnotate {
 			return nil
 		}
-		return c.annotate(ctx, hpa, d)
+		updated, err := c.annotate(ctx, hpa, d)
+		c.wrote(e, updated)
+		return err
 	}
 	if !autoscaler.StatusChanged(&hpa.Status, &d.Status) {
 		return nil
@@ -332,11 +334,13 @@ func (c *Controller) writeDecision(ctx context.Context, hpa *autoscalingv2.Horiz
 	updated.Status = d.Status
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).UpdateStatus(rctx, &updated, metav1.UpdateOptions{}); err != nil {
+	written, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).UpdateStatus(rctx, &updated, metav1.UpdateOptions{})
+	if err != nil {
 		c.tel.StatusUpdates.WithLabelValues(ResultError).Inc()
 		c.record(hpa, []autoscaler.Event{{Type: v1.EventTypeWarning, Reason: "FailedUpdateStatus", Message: err.Error()}})
 		return fmt.Errorf("failed to update status for %s: %w", hpa.Name, err)
 	}
+	c.wrote(e, written)
 	c.tel.StatusUpdates.WithLabelValues(ResultSuccess).Inc()
 	klog.FromContext(ctx).V(2).Info("Successfully updated status", "hpa", klog.KObj(hpa))
 	return nil

@@ -28,9 +28,10 @@ const (
 	gateScaleToZero       = "HPAScaleToZero"
 	gatePodLevelResources = "PodLevelResources"
 	gateGeneration        = "HPAGeneration"
+	gateStaleConsistency  = "StaleControllerConsistencyHPA"
 )
 
-var knownGates = []string{gateGeneration, gateScaleToZero, gatePodLevelResources}
+var knownGates = []string{gateGeneration, gateScaleToZero, gatePodLevelResources, gateStaleConsistency}
 
 // Options are the controller's command-line options. The HPA flags carry
 // kube-controller-manager's names, defaults and meanings.
@@ -251,6 +252,10 @@ func (o *Options) Config() (*Config, error) {
 		DryRun:             o.DryRun,
 		DryRunAnnotate:     o.DryRunAnnotate,
 		MetricsBindAddress: o.MetricsBindAddress,
+		StaleReadCheck:     true,
+	}
+	if on, ok := o.FeatureGates[gateStaleConsistency]; ok {
+		c.StaleReadCheck = on
 	}
 	if o.MetricsBindAddress == "0" {
 		c.MetricsBindAddress = ""

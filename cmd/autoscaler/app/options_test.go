@@ -100,7 +100,7 @@ func TestValidate(t *testing.T) {
 func TestConfig(t *testing.T) {
 	o := parse(t, "--horizontal-pod-autoscaler-tolerance=0.05", "--horizontal-pod-autoscaler-downscale-stabilization=1m",
 		"--horizontal-pod-autoscaler-cpu-initialization-period=2m", "--horizontal-pod-autoscaler-initial-readiness-delay=10s",
-		"--feature-gates=HPAScaleToZero=false,PodLevelResources=false", "--dry-run",
+		"--feature-gates=HPAScaleToZero=false,PodLevelResources=false,StaleControllerConsistencyHPA=false", "--dry-run",
 		"--leader-elect-resource-name=hpa", "--leader-elect-resource-namespace=autoscaling")
 	cfg, err := o.Config()
 	if err != nil {
@@ -146,6 +146,9 @@ func TestConfig(t *testing.T) {
 	}
 	if cfg.LeaderElection != nil || cfg.MetricsBindAddress != "" {
 		t.Errorf("leader election %+v, bind address %q; want neither", cfg.LeaderElection, cfg.MetricsBindAddress)
+	}
+	if !cfg.StaleReadCheck {
+		t.Error("StaleControllerConsistencyHPA is on by default in Kubernetes 1.37")
 	}
 }
 

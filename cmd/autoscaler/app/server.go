@@ -63,6 +63,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	DryRun         bool
 	DryRunAnnotate bool
+	// StaleReadCheck is the StaleControllerConsistencyHPA gate.
+	StaleReadCheck bool
 
 	// MetricsBindAddress serves /metrics, /healthz, /readyz; empty: none.
 	MetricsBindAddress string
@@ -194,6 +196,7 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 		RequestTimeout: c.RequestTimeout,
 		DryRun:         c.DryRun,
 		DryRunAnnotate: c.DryRunAnnotate,
+		StaleReadCheck: c.StaleReadCheck,
 	})
 	if err != nil {
 		return nil, err
