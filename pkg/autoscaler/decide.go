@@ -90,6 +90,9 @@ type pendingRescale struct {
 // records the unstabilized recommendation in state. When the decision is
 // to rescale, the caller updates /scale and then calls FinishRescale.
 func (a *Autoscaler) Decide(state *State, in Input) Decision {
+	if in.HPA == nil {
+		return Decision{MetricReplicas: -1, StabilizedReplicas: -1, Err: errors.New("autoscaler: Decide called without an HPA")}
+	}
 	if state == nil {
 		state = &State{}
 	}

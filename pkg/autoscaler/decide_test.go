@@ -652,3 +652,10 @@ func TestDecideReportsStabilizedReplicas(t *testing.T) {
 		t.Errorf("FailedGetScale stabilized = %d, want -1", d.StabilizedReplicas)
 	}
 }
+
+func TestDecideWithoutHPA(t *testing.T) {
+	a, _ := newTestAutoscaler(t, nil)
+	if d := a.Decide(nil, Input{}); d.Err == nil || d.Rescale {
+		t.Errorf("Decide without an HPA: %+v, want an error and no rescale", d)
+	}
+}
