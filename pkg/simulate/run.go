@@ -303,8 +303,11 @@ func (w *world) metricValues(j int, spec autoscalingv2.MetricSpec, pods []*v1.Po
 		apiErr = errors.New(mv.Error)
 	}
 	ts := now
-	if mv.Age != nil {
+	switch {
+	case mv.Age != nil:
 		ts = now.Add(-mv.Age.Duration)
+	case mv.Timestamp != nil:
+		ts = w.start.Add(mv.Timestamp.Duration)
 	}
 	window := defaultWindow
 	if mv.Window != nil {

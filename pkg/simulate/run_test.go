@@ -60,6 +60,22 @@ func TestRunSemantics(t *testing.T) {
 			t.Errorf("step 1 grouping %+v, pods %+v: want 2 unready of 4 ready pods", p, r.Steps[1].Pods)
 		}
 	})
+	t.Run("a sample timestamp decides CPU readiness the same as its age", func(t *testing.T) {
+		// at 90s the new pods (ready since 20s after their creation at 0s)
+		// have samples taken at 50s: less than a window after readiness
+		r := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, metrics: {cpu: {allPods: 900m}}}
+  - {at: 90s, metrics: {cpu: {allPods: 900m, timestamp: 50s}}}
+`)
+		r2 := runScenario(t, cpuScenario+`steps:
+  - {at: 0s, metrics: {cpu: {allPods: 900m}}}
+  - {at: 90s, metrics: {cpu: {allPods: 900m, age: 40s}}}
+`)
+		p, p2 := r.Steps[1].Metrics[0].Pods, r2.Steps[1].Metrics[0].Pods
+		if p == nil || len(p.Unready) != 2 || cmp.Diff(p, p2) != "" {
+			t.Errorf("grouping with timestamp %+v, with age %+v; want 2 unready in both", p, p2)
+		}
+	})
 	t.Run("generated pods follow a scale-down, newest first", func(t *testing.T) {
 		r := runScenario(t, strings.Replace(cpuScenario, "replicas: 2", "replicas: 4", 1)+`steps:
   - {at: 0s, metrics: {cpu: {allPods: 100m}}}

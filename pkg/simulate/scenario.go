@@ -175,10 +175,12 @@ type MetricValue struct {
 	Value *resource.Quantity `json:"value,omitempty"`
 	// Series are an External metric's series values (summed).
 	Series []resource.Quantity `json:"series,omitempty"`
-	// Age is how old the samples are at the step (default 0); Window is
-	// the window they cover (default 1m).
-	Age    *Duration `json:"age,omitempty"`
-	Window *Duration `json:"window,omitempty"`
+	// Age is how old the samples are at the step (default 0); Timestamp
+	// instead gives their time as an offset from the start. Window is the
+	// window they cover (default 1m).
+	Age       *Duration `json:"age,omitempty"`
+	Timestamp *Duration `json:"timestamp,omitempty"`
+	Window    *Duration `json:"window,omitempty"`
 	// Error makes the metrics API call fail with this text.
 	Error string `json:"error,omitempty"`
 }

@@ -89,6 +89,9 @@ func TestParseErrors(t *testing.T) {
 		{"two keys for one metric", func(s string) string {
 			return strings.Replace(s, `qps: {allPods: "20"}`, "qps: {allPods: \"20\"}\n      \"#0\": {allPods: \"30\"}", 1)
 		}, []string{`steps[0].metrics["qps"]: names the same metric as "#0"`}},
+		{"age and timestamp", func(s string) string {
+			return strings.Replace(s, `qps: {allPods: "20"}`, `qps: {allPods: "20", age: 1s, timestamp: 0s}`, 1)
+		}, []string{"give age or timestamp, not both"}},
 		{"non-string key", func(s string) string { return s + "podTemplate:\n  requests: {1: 2}\n" }, nil},
 	}
 	for _, tc := range cases {

@@ -408,6 +408,9 @@ func validateMetricValue(path string, t autoscalingv2.MetricSourceType, mv Metri
 			errs = append(errs, fmt.Errorf("%s: give value or series, not both", path))
 		}
 	}
+	if mv.Age != nil && mv.Timestamp != nil {
+		errs = append(errs, fmt.Errorf("%s: give age or timestamp, not both", path))
+	}
 	if mv.Window != nil && mv.Window.Duration < 0 {
 		errs = append(errs, fmt.Errorf("%s.window: must not be negative", path))
 	}
