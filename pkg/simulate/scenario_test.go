@@ -158,3 +158,71 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseKubectlOutput checks that an HPA as `kubectl get hpa -o yaml`
+// prints it (metadata noise, managed fields, a full status) is accepted.
+func TestParseKubectlOutput(t *testing.T) {
+	doc := `
+hpa:
+  apiVersion: autoscaling/v2
+  kind: HorizontalPodAutoscaler
+  metadata:
+    annotations:
+      kubectl.kubernetes.io/last-applied-configuration: |
+        {"apiVersion":"autoscaling/v2"}
+    creationTimestamp: "2026-01-01T00:00:00Z"
+    generation: 4
+    managedFields:
+    - apiVersion: autoscaling/v2
+      fieldsType: FieldsV1
+      fieldsV1:
+        f:spec:
+          f:maxReplicas: {}
+      manager: kubectl-client-side-apply
+      operation: Update
+      time: "2026-01-01T00:00:00Z"
+    name: web
+    namespace: shop
+    resourceVersion: "1234"
+    uid: 6f1b9c6e-0000-4000-8000-000000000000
+  spec:
+    maxReplicas: 10
+    metrics:
+    - resource:
+        name: cpu
+        target:
+          averageUtilization: 50
+          type: Utilization
+      type: Resource
+    minReplicas: 1
+    scaleTargetRef:
+      apiVersion: apps/v1
+      kind: Deployment
+      name: web
+  status:
+    conditions:
+    - lastTransitionTime: "2026-01-01T00:00:00Z"
+      message: recommended size matches current size
+      reason: ReadyForNewScale
+      status: "True"
+      type: AbleToScale
+    currentMetrics:
+    - resource:
+        current:
+          averageUtilization: 40
+          averageValue: 200m
+        name: cpu
+      type: Resource
+    currentReplicas: 2
+    desiredReplicas: 2
+    observedGeneration: 4
+target: {replicas: 2}
+podTemplate: {containers: [{name: app, requests: {cpu: 500m}}]}
+steps:
+  - {at: 0s, metrics: {cpu: {allPods: 200m}}}
+`
+	r := runScenario(t, doc)
+	if r.HPA != "shop/web" || r.Steps[0].Replicas != 2 || r.Steps[0].Conditions[0].Reason != "ReadyForNewScale" {
+		t.Errorf("result %+v", r.Steps[0])
+	}
+}
