@@ -97,6 +97,7 @@ type Config struct {
 // treat returned vectors, label sets and slices as read-only.
 type Client struct {
 	api     v1.API
+	http    *http.Client
 	timeout time.Duration
 	flights *group
 	cache   *resultCache
@@ -144,12 +145,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		api:     v1.NewAPI(&verbClient{inner: inner, verb: verb}),
+		http:    cfg.HTTPClient,
 		timeout: timeout,
 		flights: &group{},
 		cache:   &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics: m,
 	}, nil
 }
+
+// CloseIdleConnections closes the idle connections to Prometheus, e.g. when
+// the adapter stops.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 
 // Timeout returns the per-call timeout.
 func (c *Client) Timeout() time.Duration { return c.timeout }

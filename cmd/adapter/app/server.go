@@ -147,6 +147,7 @@ func (o *ServerOptions) Config() (*ServerConfig, error) {
 // Server is a completed adapter server, ready to Run.
 type Server struct {
 	base      *basecmd.AdapterBase
+	prom      *prom.Client
 	providers *Providers
 	watcher   *reload.Watcher
 }
@@ -215,7 +216,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		}
 	}
 
-	s := &Server{base: base, providers: providers}
+	s := &Server{base: base, prom: promClient, providers: providers}
 	if o.ConfigReloadInterval > 0 {
 		path := o.ConfigFile
 		s.watcher, err = reload.New(reload.Config{
@@ -261,6 +262,7 @@ func (s *Server) Run(ctx context.Context) error {
 	err := s.base.Run(ctx)
 	cancel()
 	wg.Wait()
+	s.prom.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("running the API server: %w", err)
 	}

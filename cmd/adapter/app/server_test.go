@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +23,12 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/spf13/pflag"
+	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
@@ -412,6 +416,70 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("with Prometheus failing GET %s = %d %s; want 503", path, code, truncateForLog(body))
 	}
+	ts.stop()
+}
+
+// TestServerPrometheusFaults: Prometheus down at start (not ready, with the
+// reason; ready once it is back, without a restart), then hanging (requests
+// fail within the timeout), and no goroutine left behind.
+func TestServerPrometheusFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	// The API server's log health check starts a process-wide goroutine
+	// once; start it before recording what is already running.
+	_ = healthz.LogHealthz.Check(nil)
+	leaks := goleak.IgnoreCurrent()
+	// Registered first, so it runs last: after every test server (fake
+	// Kubernetes API included) has been closed.
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
+	fake := fakeprom.New([]model.LabelSet{
+		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
+	})
+	defer fake.Close()
+	down := fakeprom.Failure{Status: http.StatusServiceUnavailable, Body: "<html>maintenance</html>"}
+	for _, ep := range []string{fakeprom.Query, fakeprom.Series, fakeprom.Labels, fakeprom.LabelValues} {
+		fake.Fail(ep, down)
+	}
+	// A proxy in front of the fake that can be told to hang value queries.
+	var hang atomic.Bool
+	target, _ := url.Parse(fake.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() && r.URL.Path == "/api/v1/query" {
+			<-r.Context().Done()
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+
+	ts := startTestServer(t, defaultProviders, front.URL, "--prometheus-timeout=300ms")
+	ts.waitUntil("/readyz to report discovery failing", func() bool {
+		code, body := ts.get("/readyz?verbose")
+		return code == http.StatusInternalServerError && strings.Contains(body, "[-]discovery failed") ||
+			strings.Contains(body, "[-]metrics-discovery failed")
+	})
+	const path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/http_requests_per_second"
+	if code, body := ts.get(path); code != http.StatusServiceUnavailable {
+		t.Errorf("before any discovery GET %s = %d %s; want 503", path, code, truncateForLog(body))
+	}
+
+	for _, ep := range []string{fakeprom.Query, fakeprom.Series, fakeprom.Labels, fakeprom.LabelValues} {
+		fake.Fail(ep, fakeprom.Failure{})
+	}
+	ts.waitUntil("/readyz once Prometheus is back", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+
+	hang.Store(true)
+	code, body := ts.get(path)
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("with Prometheus hanging GET %s = %d %s; want 503 after the timeout", path, code, truncateForLog(body))
+	}
+	hang.Store(false)
+
 	ts.stop()
 }
 
