@@ -3,7 +3,9 @@ package resourcemetrics_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
@@ -174,5 +177,64 @@ func TestNewCacheErrors(t *testing.T) {
 	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
 	if _, err := resourcemetrics.NewCache(client, resourcemetrics.CacheOptions{SyncTimeout: -time.Second}); err == nil {
 		t.Error("NewCache with a negative sync timeout succeeded")
+	}
+}
+
+// The API answers from the caches: however many requests, pods and nodes
+// are listed once (by the informers) and then only watched.
+func TestAdapterServesFromCache(t *testing.T) {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	client := metadatafake.NewSimpleMetadataClient(scheme,
+		metaObject("Pod", "shop", "web-1", map[string]string{"app": "web"}),
+		metaObject("Node", "", "node-a", nil),
+	)
+	_, fp := testCluster()
+	rs := compileRules(t, testConfig)
+	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
+		Metadata: client,
+		Rules:    func() *naming.RuleSet { return rs },
+		Querier:  newPromClient(t, fp),
+	})
+	if err != nil {
+		t.Fatalf("NewAdapter: %v", err)
+	}
+	gs := newGenericServer(t)
+	if err := a.Install(gs); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for range 3 {
+		for _, path := range []string{
+			"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods",
+			"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1",
+			"/apis/metrics.k8s.io/v1beta1/nodes",
+			"/apis/metrics.k8s.io/v1beta1/nodes/node-a",
+		} {
+			code, body := do(t, gs.Handler, path, "")
+			if code != http.StatusOK || !strings.Contains(string(body), `"cpu"`) {
+				t.Fatalf("GET %s = %d %s", path, code, body)
+			}
+		}
+	}
+	lists := map[string]int{}
+	for _, act := range client.Actions() {
+		if act.GetVerb() == "list" {
+			lists[act.GetResource().Resource]++
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1}, lists); diff != "" {
+		t.Errorf("LIST calls after 12 requests (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,134 @@
+package resourcemetrics_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+)
+
+// replayProm answers each distinct query with a body computed once by a
+// fakeProm and then replayed, so that benchmarks measure the adapter and
+// the HTTP round trip, not the fake's evaluation.
+type replayProm struct {
+	fake *fakeProm
+	mu   sync.Mutex
+	body map[string][]byte
+}
+
+func (r *replayProm) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if err := req.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	q := req.Form.Get("query")
+	r.mu.Lock()
+	b, ok := r.body[q]
+	r.mu.Unlock()
+	if !ok {
+		vec, err := r.fake.eval(q)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var buf bytes.Buffer
+		_ = json.NewEncoder(&buf).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": vec}})
+		b = buf.Bytes()
+		r.mu.Lock()
+		r.body[q] = b
+		r.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// bigCluster is namespaces x podsPerNS pods of two containers each, all
+// with samples.
+func bigCluster(namespaces, podsPerNS int) (*fakeObjects, *fakeProm) {
+	objs := &fakeObjects{}
+	fp := &fakeProm{ts: sampleTime}
+	for n := range namespaces {
+		ns := fmt.Sprintf("ns-%03d", n)
+		for p := range podsPerNS {
+			name := fmt.Sprintf("app-%03d-%05d", n, p)
+			objs.pods = append(objs.pods, pod(ns, name, map[string]string{"app": fmt.Sprintf("app-%d", p%10)}))
+			for _, c := range []string{"app", "sidecar"} {
+				fp.series = append(fp.series,
+					podSeries("cpu", ns, name, c, 0.001*float64(p+1)),
+					podSeries("memory", ns, name, c, float64((p+1)<<20)))
+			}
+		}
+	}
+	return objs, fp
+}
+
+func benchClient(b *testing.B, fp *fakeProm) *prom.Client {
+	return newPromClient(b, &replayProm{fake: fp, body: map[string][]byte{}})
+}
+
+// BenchmarkSourcePodMetrics10k: the metrics of 10,000 pods in 100
+// namespaces (200 Prometheus queries through the real client).
+func BenchmarkSourcePodMetrics10k(b *testing.B) {
+	objs, fp := bigCluster(100, 100)
+	rs := compileRules(b, testConfig)
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: benchClient(b, fp)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	pods := objs.pods
+	if got, err := src.GetPodMetrics(ctx, pods); err != nil || len(got) != len(pods) {
+		b.Fatalf("warm-up: %d pods, %v", len(got), err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := src.GetPodMetrics(ctx, pods); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(pods)), "pods/op")
+}
+
+// BenchmarkAPIListPodMetrics10k: GET /apis/metrics.k8s.io/v1beta1/pods
+// over 10,000 pods in 100 namespaces, through the generic API server's
+// handler (JSON encoding included).
+func BenchmarkAPIListPodMetrics10k(b *testing.B) {
+	objs, fp := bigCluster(100, 100)
+	h := newServer(b, objs, benchClient(b, fp))
+	benchGet(b, h, "/apis/metrics.k8s.io/v1beta1/pods", 10000)
+}
+
+// BenchmarkAPIListPodMetricsNamespace: the HPA's request, one namespace of
+// 100 pods with a label selector (10 pods), in a 10,000-pod cluster.
+func BenchmarkAPIListPodMetricsNamespace(b *testing.B) {
+	objs, fp := bigCluster(100, 100)
+	h := newServer(b, objs, benchClient(b, fp))
+	benchGet(b, h, "/apis/metrics.k8s.io/v1beta1/namespaces/ns-042/pods?labelSelector=app%3Dapp-3", 10)
+}
+
+func benchGet(b *testing.B, h http.Handler, path string, wantItems int) {
+	code, body := do(b, h, path, "")
+	var list struct {
+		Items []metav1.PartialObjectMetadata `json:"items"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Items) != wantItems {
+		b.Fatalf("warm-up GET %s: %d, %d items (want %d)", path, code, len(list.Items), wantItems)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if code, body := do(b, h, path, ""); code != http.StatusOK {
+			b.Fatalf("GET %s: %d %s", path, code, body)
+		}
+	}
+}
