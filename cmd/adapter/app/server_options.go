@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
 
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -51,8 +52,9 @@ type ServerOptions struct {
 // NewServerOptions returns the options with their defaults.
 func NewServerOptions() *ServerOptions {
 	base := &basecmd.AdapterBase{
-		Name:              serverName,
-		DiscoveryInterval: 10 * time.Minute,
+		CustomMetricsAdapterServerOptions: cmoptions.NewCustomMetricsAdapterServerOptions(),
+		Name:                              serverName,
+		DiscoveryInterval:                 10 * time.Minute,
 	}
 	return &ServerOptions{
 		Base:                 base,

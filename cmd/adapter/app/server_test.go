@@ -561,6 +561,15 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 	}
 }
 
+func TestValidateWithoutFlags(t *testing.T) {
+	// Options used programmatically, without a flag set, validate too.
+	o := NewServerOptions()
+	errs := o.Validate()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--config: required") {
+		t.Errorf("Validate on defaults = %v, want only the missing --config", errs)
+	}
+}
+
 func TestRunServerReportsFlagErrorsAndExits(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := runServer([]string{"--prometheus-verb=PATCH", "--metrics-relist-interval=0s"}, &stdout, &stderr)
