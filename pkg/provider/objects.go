@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,8 +25,9 @@ import (
 // a cache, never with a LIST against the API server.
 type ObjectLister interface {
 	// ListObjects returns the names of the objects of resource gvr in
-	// namespace ("" for a cluster-scoped resource) whose labels match
-	// selector, in any order.
+	// namespace ("" for a cluster-scoped resource, or every namespace)
+	// whose labels match selector (nil matches everything), in any order.
+	// The caller owns the returned slice.
 	ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error)
 }
 
@@ -56,9 +58,11 @@ type ObjectCache struct {
 	factory     metadatainformer.SharedInformerFactory
 	syncTimeout time.Duration
 
-	mu      sync.Mutex
-	ctx     context.Context // Run's context; nil when not running
-	running bool
+	running atomic.Bool
+	started sync.Map // schema.GroupVersionResource -> cache.SharedIndexInformer
+
+	mu  sync.Mutex      // serialises starting informers and Run's state changes
+	ctx context.Context // Run's context
 }
 
 // ObjectCacheOptions configure an ObjectCache.
@@ -93,7 +97,8 @@ func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*Object
 // first use of a resource by ListObjects, or ahead of use by Warm.
 func (c *ObjectCache) Run(ctx context.Context) {
 	c.mu.Lock()
-	c.ctx, c.running = ctx, true
+	c.ctx = ctx
+	c.running.Store(true)
 	// Start the informers Warm asked for before Run.
 	c.factory.Start(ctx.Done())
 	c.mu.Unlock()
@@ -101,7 +106,7 @@ func (c *ObjectCache) Run(ctx context.Context) {
 	<-ctx.Done()
 
 	c.mu.Lock()
-	c.running = false
+	c.running.Store(false)
 	c.mu.Unlock()
 	c.factory.Shutdown()
 }
@@ -113,22 +118,30 @@ func (c *ObjectCache) Run(ctx context.Context) {
 func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.factory.ForResource(gvr)
-	if c.running {
+	inf := c.factory.ForResource(gvr).Informer()
+	if c.running.Load() {
 		c.factory.Start(c.ctx.Done())
+		c.started.Store(gvr, inf)
 	}
 }
 
 // informer returns the started informer of gvr.
 func (c *ObjectCache) informer(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+	if !c.running.Load() {
+		return nil, ErrCacheNotRunning
+	}
+	if inf, ok := c.started.Load(gvr); ok {
+		return inf.(cache.SharedIndexInformer), nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.running {
+	if !c.running.Load() {
 		return nil, ErrCacheNotRunning
 	}
 	inf := c.factory.ForResource(gvr).Informer()
 	// Start only starts informers not started yet.
 	c.factory.Start(c.ctx.Done())
+	c.started.Store(gvr, inf)
 	return inf, nil
 }
 
