@@ -13,8 +13,9 @@
 // HPAs (one to three metrics of every type, failing metrics, behaviors with
 // random policies and select policies, tolerances, ScaledToZero, current
 // counts in and out of range) through upstream's HorizontalController with
-// fake clients and compares the scale update and the written status
-// (replicas, current metrics, conditions with their messages).
+// fake clients and compares the scale update, the written status
+// (replicas, current metrics, conditions with their messages) and the
+// events recorded.
 // TestSequenceDifferential lets the real controller reconcile random HPAs
 // (stabilization windows, rate policies) once a second with a changing
 // metric and replays the same reconciles at the same instants through the

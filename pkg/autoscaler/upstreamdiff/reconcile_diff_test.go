@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -125,6 +126,7 @@ func randomHPA(r *rand.Rand) *autoscalingv2.HorizontalPodAutoscaler {
 type upstreamResult struct {
 	status   *autoscalingv2.HorizontalPodAutoscalerStatus
 	scaledTo *int32
+	events   []string // "Type Reason: Message", sorted
 }
 
 func runUpstream(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscaler, w *world, metrics metricsclient.MetricsClient, spec, status int32) upstreamResult {
@@ -176,9 +178,17 @@ func runUpstream(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscaler, w *wo
 	case <-time.After(10 * time.Second):
 		t.Fatalf("upstream controller wrote no status")
 	}
-	time.Sleep(5 * time.Millisecond)
+	// events go out asynchronously through the broadcaster
+	time.Sleep(150 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "events" {
+			e := a.(core.CreateAction).GetObject().(*v1.Event)
+			res.events = append(res.events, e.Type+" "+e.Reason+": "+e.Message)
+		}
+	}
+	sort.Strings(res.events)
 	return res
 }
 
@@ -258,6 +268,14 @@ func TestReconcileDifferential(t *testing.T) {
 				fail("condition %d: upstream %+v\nours %+v", i, u, o)
 			}
 		}
+		var ourEvents []string
+		for _, e := range d.Events {
+			ourEvents = append(ourEvents, e.Type+" "+e.Reason+": "+e.Message)
+		}
+		sort.Strings(ourEvents)
+		if fmt.Sprint(normEvents(up.events)) != fmt.Sprint(normEvents(ourEvents)) {
+			fail("events: upstream %q\nours %q", up.events, ourEvents)
+		}
 		cmpUp := us.DeepCopy()
 		cmpOurs := os.DeepCopy()
 		cmpUp.Conditions, cmpOurs.Conditions, cmpUp.LastScaleTime, cmpOurs.LastScaleTime = nil, nil, nil, nil
@@ -274,6 +292,22 @@ func TestReconcileDifferential(t *testing.T) {
 			fail("status: upstream %+v\nours %+v", cmpUp, cmpOurs)
 		}
 	}
+}
+
+// normEvents hides pod names chosen in map order and drops repeats: the
+// event recorder's correlator turns a repeated event into a count update
+// of the first, not a second event.
+func normEvents(evs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range evs {
+		if n := normErr(e); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func deref(p *int32) string {
