@@ -20,8 +20,8 @@ const examplesDir = "../../docs/examples/simulate"
 // go test ./pkg/simulate -update).
 func TestExamplesGolden(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(examplesDir, "*.yaml"))
-	if err != nil || len(files) < 4 {
-		t.Fatalf("want at least the four documented examples in %s, got %v (%v)", examplesDir, files, err)
+	if err != nil || len(files) < 5 {
+		t.Fatalf("want at least the five documented examples in %s, got %v (%v)", examplesDir, files, err)
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
@@ -86,6 +86,12 @@ func TestExamplesBehaviour(t *testing.T) {
 		{"behavior-scale-up-rate.yaml", []int32{4, 4, 4, 6, 6, 8, 10, 10}, func(t *testing.T, r *Result) {
 			if c := findCond(r.Steps[1], "ScalingLimited"); c == nil || c.Reason != "ScaleUpLimit" || c.Status != "True" {
 				t.Errorf("step 1: want ScalingLimited=True/ScaleUpLimit, got %+v", c)
+			}
+		}},
+		{"cpu-startup-spike.yaml", []int32{3, 3, 3}, func(t *testing.T, r *Result) {
+			m := r.Steps[1].Metrics[0]
+			if m.Pods == nil || len(m.Pods.Unready) != 1 || m.Pods.Unready[0] != "api-2" || *m.Current.AverageUtilization != 80 {
+				t.Errorf("step 1: want api-2's spike set aside and 80%% from the others, got %+v %+v", m.Pods, m.Current)
 			}
 		}},
 		{"external-scale-to-zero.yaml", []int32{2, 2, 0, 0, 3, 3}, func(t *testing.T, r *Result) {
