@@ -354,6 +354,7 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 
 	var in []RuleSeries
 	complete := true
+	d.metrics.DiscoveredSeries.Reset() // rules removed by a reload disappear
 	var failed []error
 	used := map[string]bool{}
 	for i, p := range plans {

@@ -168,3 +168,25 @@ func TestParseSeries(t *testing.T) {
 		})
 	}
 }
+
+func FuzzParseSeries(f *testing.F) {
+	for _, s := range []string{
+		`{"status":"success","data":[{"__name__":"up","job":"x"}]}`, `[{"__name__":"up"}]`, `{"status":"error","error":"x"}`, `[`, `{}`, "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sets, err := parseSeries(data, "fuzz.json")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--series fuzz.json: ") {
+				t.Fatalf("error does not name the flag and file: %v", err)
+			}
+			return
+		}
+		for _, ls := range sets {
+			if _, ok := ls[model.MetricNameLabel]; !ok {
+				t.Fatalf("accepted a series without __name__: %v", ls)
+			}
+		}
+	})
+}
