@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,4 +191,105 @@ func FuzzParseSeries(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fakeAPIServer serves the legacy API discovery documents of a cluster with
+// a namespaced and a cluster-scoped custom resource.
+func fakeAPIServer(t *testing.T) string {
+	t.Helper()
+	docs := map[string]string{
+		"/api": `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1"}]}`,
+		"/apis": `{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"example.com","versions":[{"groupVersion":"example.com/v1","version":"v1"}],` +
+			`"preferredVersion":{"groupVersion":"example.com/v1","version":"v1"}}]}`,
+		"/api/v1": `{"kind":"APIResourceList","groupVersion":"v1","resources":[` +
+			`{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["get","list"]},` +
+			`{"name":"namespaces","singularName":"namespace","namespaced":false,"kind":"Namespace","verbs":["get","list"]}]}`,
+		"/apis/example.com/v1": `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"example.com/v1","resources":[` +
+			`{"name":"widgets","singularName":"widget","namespaced":true,"kind":"Widget","verbs":["get","list"]},` +
+			`{"name":"gadgets","singularName":"gadget","namespaced":false,"kind":"Gadget","verbs":["get","list"]}]}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := docs[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {server: %q}
+contexts:
+- name: fake
+  context: {cluster: fake, user: nobody}
+current-context: fake
+users:
+- name: nobody
+  user: {}
+`, srv.URL)
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// TestCheckConfigKubeconfig resolves resources through a cluster's API
+// discovery: custom resources are known, and a cluster-scoped one is served
+// without a namespace even when its series carry one.
+func TestCheckConfigKubeconfig(t *testing.T) {
+	kubeconfig := fakeAPIServer(t)
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "config.yaml")
+	seriesPath := filepath.Join(dir, "series.json")
+	if err := os.WriteFile(configPath, []byte(`
+rules:
+- seriesQuery: '{__name__="items",namespace!=""}'
+  resources:
+    template: <<.Resource>>
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seriesPath, []byte(`[
+		{"__name__":"items","namespace":"shop","widget":"w1"},
+		{"__name__":"items","namespace":"monitoring","gadget":"g1"}
+	]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"check-config", "--config", configPath, "--series", seriesPath, "--kubeconfig", kubeconfig}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	want := strings.Join([]string{
+		`{"api":"custom.metrics.k8s.io","group":"","resource":"namespaces","namespaced":false,"metric":"items","seriesName":"items","rule":"rules[0]"}`,
+		`{"api":"custom.metrics.k8s.io","group":"example.com","resource":"gadgets","namespaced":false,"metric":"items","seriesName":"items","rule":"rules[0]"}`,
+		`{"api":"custom.metrics.k8s.io","group":"example.com","resource":"widgets","namespaced":true,"metric":"items","seriesName":"items","rule":"rules[0]"}`,
+	}, "\n") + "\n"
+	if diff := cmp.Diff(want, stdout.String()); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+
+	// Without --kubeconfig the built-in mapper knows neither resource.
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"check-config", "--config", configPath, "--series", seriesPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "example.com") {
+		t.Errorf("built-in mapper resolved custom resources:\n%s", stdout.String())
+	}
+
+	// An unreachable cluster is a clear error.
+	stdout.Reset()
+	stderr.Reset()
+	bad := filepath.Join(dir, "missing-kubeconfig")
+	if code := run([]string{"check-config", "--config", configPath, "--kubeconfig", bad}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "--kubeconfig") {
+		t.Errorf("missing kubeconfig: exit %d, stderr %q", code, stderr.String())
+	}
 }
