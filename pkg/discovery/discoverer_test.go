@@ -483,3 +483,39 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRetriesUntilReady: Prometheus down at start; the loop retries
+// sooner than the relist interval (1 s, doubling) and becomes ready once
+// Prometheus answers, without a restart.
+func TestRunRetriesUntilReady(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
+	s.fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.disc.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	failures := func() float64 {
+		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure))
+	}
+	waitFor(t, "first failed pass", func() bool { return failures() == 1 && s.clock.HasWaiters() })
+	if s.disc.Ready() {
+		t.Fatal("ready while Prometheus is down")
+	}
+	s.clock.Step(time.Second) // first retry
+	waitFor(t, "second failed pass", func() bool { return failures() == 2 && s.clock.HasWaiters() })
+	s.fake.Fail(fakeprom.Query, fakeprom.Failure{})
+	s.clock.Step(1500 * time.Millisecond) // not yet: the retry delay doubled to 2 s
+	time.Sleep(50 * time.Millisecond)
+	if s.disc.Ready() {
+		t.Fatal("retried before the doubled delay")
+	}
+	s.clock.Step(500 * time.Millisecond)
+	waitFor(t, "ready after Prometheus came back", s.disc.Ready)
+}
