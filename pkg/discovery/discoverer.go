@@ -51,9 +51,11 @@ const (
 	// objects. The namespace labels keep their values; the other resource
 	// labels (overrides and, for rules with a resources.template, the label
 	// names of /api/v1/labels with match[] that the template maps) become
-	// flags. When the backend rejects the query or drops __name__, that
-	// seriesQuery falls back to StrategySeries for the Discoverer's lifetime
-	// (logged once).
+	// flags. When the backend drops __name__ in last_over_time
+	// (VictoriaMetrics), the query is sent again with MetricsQL's
+	// keep_metric_names modifier; when that is rejected too, that
+	// seriesQuery falls back to StrategySeries. The working form is kept for
+	// the Discoverer's lifetime (logged once).
 	StrategyGrouped Strategy = iota
 	// StrategySeries lists every series with /api/v1/series, as
 	// prometheus-adapter does.
@@ -137,7 +139,7 @@ type Discoverer struct {
 	conflicts map[string]bool
 
 	fbMu     sync.Mutex
-	fellBack map[string]bool // plan keys using StrategySeries
+	variants map[string]queryVariant // per plan key, once the standard query failed
 }
 
 // fetchResult is one seriesQuery's answer.
@@ -181,7 +183,7 @@ func New(opts Options) (*Discoverer, error) {
 		metrics:     opts.Metrics,
 		trigger:     make(chan struct{}, 1),
 		lastGood:    map[string]fetchResult{},
-		fellBack:    map[string]bool{},
+		variants:    map[string]queryVariant{},
 		conflicts:   map[string]bool{},
 	}
 	if d.maxAge == 0 {
@@ -442,24 +444,54 @@ func apiLabel(r *naming.Rule) string {
 }
 
 // fetch asks Prometheus for one seriesQuery.
+// queryVariant is how a seriesQuery is asked once the standard grouped
+// query turned out unsupported by the backend.
+type queryVariant int
+
+const (
+	variantStandard  queryVariant = iota // PromQL: last_over_time keeps __name__
+	variantKeepNames                     // MetricsQL: last_over_time(...) keep_metric_names
+	variantSeries                        // /api/v1/series
+)
+
+func (v queryVariant) String() string {
+	switch v {
+	case variantStandard:
+		return "grouped"
+	case variantKeepNames:
+		return "grouped with keep_metric_names"
+	default:
+		return "series"
+	}
+}
+
+// fetch asks Prometheus for one seriesQuery. With StrategyGrouped, a backend
+// that drops __name__ in last_over_time (VictoriaMetrics) is asked again
+// with MetricsQL's keep_metric_names modifier, and one that rejects both
+// queries is asked for series; the working variant is remembered per
+// seriesQuery.
 func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
-	d.fbMu.Lock()
-	grouped := d.strategy == StrategyGrouped && !d.fellBack[p.key]
-	d.fbMu.Unlock()
-	if grouped {
-		res, err := d.fetchGrouped(ctx, p, now)
-		switch {
-		case err == nil:
+	variant := variantSeries
+	if d.strategy == StrategyGrouped {
+		d.fbMu.Lock()
+		variant = d.variants[p.key]
+		d.fbMu.Unlock()
+	}
+	for variant != variantSeries {
+		res, err := d.fetchGrouped(ctx, p, now, variant == variantKeepNames)
+		if err == nil {
 			return res, nil
-		case errors.Is(err, errNameDropped) || prom.IsBadQuery(err):
-			klog.InfoS("Grouped discovery query not supported for this seriesQuery; listing series instead",
-				"seriesQuery", p.seriesQuery, "reason", err.Error())
-			d.fbMu.Lock()
-			d.fellBack[p.key] = true
-			d.fbMu.Unlock()
-		default:
+		}
+		if !errors.Is(err, errNameDropped) && !prom.IsBadQuery(err) {
 			return fetchResult{}, err
 		}
+		next := variant + 1
+		klog.InfoS("Discovery query not supported by the backend for this seriesQuery; trying another form",
+			"seriesQuery", p.seriesQuery, "failed", variant.String(), "next", next.String(), "reason", err.Error())
+		variant = next
+		d.fbMu.Lock()
+		d.variants[p.key] = variant
+		d.fbMu.Unlock()
 	}
 	return d.fetchSeries(ctx, p, now)
 }
@@ -478,12 +510,21 @@ func presenceFlag(i int) string { return fmt.Sprintf("promscaler_has_%d", i) }
 // flag (rows grow with metrics x namespaces), the label_replace calls running
 // over the inner rows, not over every series. Its values are series counts.
 func GroupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.Duration) string {
+	return groupedQuery(seriesQuery, nsLabels, presence, maxAge, false)
+}
+
+// groupedQuery is GroupedQuery, with MetricsQL's keep_metric_names modifier
+// on last_over_time when keepNames is set.
+func groupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.Duration, keepNames bool) string {
 	outer := make([]string, 0, 1+len(nsLabels)+len(presence))
 	outer = append(outer, string(model.MetricNameLabel))
 	for _, l := range nsLabels {
 		outer = append(outer, labelNameExpr(l))
 	}
 	expr := fmt.Sprintf("last_over_time(%s[%s])", strings.TrimSpace(seriesQuery), model.Duration(maxAge))
+	if keepNames {
+		expr += " keep_metric_names"
+	}
 	if len(presence) == 0 {
 		return fmt.Sprintf("count by (%s) (%s)", strings.Join(outer, ","), expr)
 	}
@@ -500,7 +541,7 @@ func GroupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.D
 	return fmt.Sprintf("sum by (%s) (%s)", strings.Join(outer, ","), expr)
 }
 
-func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, keepNames bool) (fetchResult, error) {
 	presence := p.labels
 	if p.template {
 		names, err := d.prom.LabelNames(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
@@ -515,7 +556,7 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time) (
 		}
 		presence = presenceLabels(presence, p.nsLabels)
 	}
-	q := GroupedQuery(p.seriesQuery, p.nsLabels, presence, d.maxAge)
+	q := groupedQuery(p.seriesQuery, p.nsLabels, presence, d.maxAge, keepNames)
 	vec, err := d.prom.Query(ctx, q, time.Time{})
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)

@@ -366,14 +366,34 @@ func TestReadiness(t *testing.T) {
 	}
 }
 
-func TestFallbackToSeries(t *testing.T) {
+func TestFallbacks(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(*fakeprom.Server)
+		// Over two passes of 5 distinct seriesQueries: queries and series
+		// lists sent (each variant is tried once per seriesQuery).
+		wantQueries, wantSeries int
+		wantKeep                bool // the second pass uses keep_metric_names
 	}{
-		{"query rejected", func(f *fakeprom.Server) { f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest}) }},
-		{"metric name dropped", func(f *fakeprom.Server) { f.DropMetricName(true) }},
+		{
+			name:        "query rejected",
+			setup:       func(f *fakeprom.Server) { f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest}) },
+			wantQueries: 5 + 5, wantSeries: 10,
+		},
+		{
+			name:        "metric name dropped (VictoriaMetrics)",
+			setup:       func(f *fakeprom.Server) { f.DropMetricName(true) },
+			wantQueries: 5 + 5 + 5, wantKeep: true,
+		},
+		{
+			name: "metric name dropped and keep_metric_names rejected",
+			setup: func(f *fakeprom.Server) {
+				f.DropMetricName(true)
+				f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest, Match: "keep_metric_names"})
+			},
+			wantQueries: 5 + 5, wantSeries: 10,
+		},
 	}
 	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
 	if err := ref.disc.RunOnce(context.Background()); err != nil {
@@ -393,9 +413,15 @@ func TestFallbackToSeries(t *testing.T) {
 			if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
 				t.Errorf("index (-series +fallback):\n%s", diff)
 			}
-			// The grouped query is tried once per seriesQuery, not every pass.
-			if got := s.fake.Calls(fakeprom.Query); got != 5 {
-				t.Errorf("%d grouped queries over two passes, want 5", got)
+			if got := s.fake.Calls(fakeprom.Query); got != tc.wantQueries {
+				t.Errorf("%d queries over two passes, want %d", got, tc.wantQueries)
+			}
+			if got := s.fake.Calls(fakeprom.Series); got != tc.wantSeries {
+				t.Errorf("%d series lists over two passes, want %d", got, tc.wantSeries)
+			}
+			qs := s.fake.Queries()
+			if last := qs[len(qs)-1]; tc.wantKeep && !strings.Contains(last, "keep_metric_names") {
+				t.Errorf("second pass sent %q, want keep_metric_names", last)
 			}
 		})
 	}

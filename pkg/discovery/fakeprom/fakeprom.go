@@ -1,7 +1,7 @@
 // Package fakeprom is an in-memory Prometheus HTTP API for tests: it holds a
 // list of series and answers /api/v1/series, /api/v1/labels,
 // /api/v1/label/<name>/values and the grouped discovery query
-// (count by (...) (last_over_time(SELECTOR[d]))) the way Prometheus does,
+// (count by / sum by over label_replace over last_over_time(SELECTOR[d])) the way Prometheus does,
 // counts calls per endpoint and can be told to fail.
 package fakeprom
 
@@ -92,8 +92,9 @@ func (s *Server) Answer(expr string, v model.Vector) {
 	s.answers[expr] = v
 }
 
-// DropMetricName makes grouped queries lose __name__, as a backend whose
-// last_over_time drops the metric name would.
+// DropMetricName makes the fake behave like VictoriaMetrics: last_over_time
+// drops __name__ unless followed by keep_metric_names (which is otherwise
+// rejected as a bad query, as Prometheus does).
 func (s *Server) DropMetricName(drop bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -227,7 +228,7 @@ func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, er
 var (
 	aggregateRe    = regexp.MustCompile(`^(count|sum) by \(([^)]*)\) \((.*)\)$`)
 	labelReplaceRe = regexp.MustCompile(`^label_replace\((.*), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*"), ("(?:[^"\\]|\\.)*")\)$`)
-	lastOverTimeRe = regexp.MustCompile(`^last_over_time\((.*)\[([0-9a-z]+)\]\)$`)
+	lastOverTimeRe = regexp.MustCompile(`^last_over_time\((.*)\[([0-9a-z]+)\]\)( keep_metric_names)?$`)
 )
 
 type sample struct {
@@ -338,6 +339,10 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 	if m == nil {
 		return nil, fmt.Errorf("fakeprom: unsupported expression %q", expr)
 	}
+	keep := m[3] != ""
+	if keep && !dropName {
+		return nil, fmt.Errorf("fakeprom: keep_metric_names is MetricsQL, not PromQL")
+	}
 	sel, err := discovery.ParseSelector(m[1])
 	if err != nil {
 		return nil, err
@@ -347,7 +352,7 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 		if !sel.Matches(ls) {
 			continue
 		}
-		if dropName {
+		if dropName && !keep {
 			ls = ls.Clone()
 			delete(ls, model.MetricNameLabel)
 		}
