@@ -274,6 +274,13 @@ func customReasons(in Input, idx *discovery.Index, req Request) []string {
 		}
 		reasons = append(reasons, resourceStage(r, series, req)...)
 	}
+	scoper := in.Scoper
+	if scoper == nil {
+		scoper = discovery.DefaultScoper{}
+	}
+	if req.Namespace != "" && scoper.ClusterScoped(req.Resource) {
+		reasons = append(reasons, fmt.Sprintf("%s is cluster-scoped: its metrics are served without a namespace (drop --namespace)", displayGR(req.Resource)))
+	}
 	if len(in.Rules.CustomRules()) == 0 {
 		reasons = append(reasons, "the configuration has no rules (custom metrics)")
 	}
