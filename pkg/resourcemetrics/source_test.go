@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/metrics/pkg/apis/metrics"
@@ -373,4 +375,56 @@ func TestSourceErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// countingQuerier records the most queries in flight at once.
+type countingQuerier struct {
+	inner                 *fakeProm
+	mu                    sync.Mutex
+	inFlight, maxInFlight int
+}
+
+func (c *countingQuerier) Query(ctx context.Context, q string, ts time.Time) (model.Vector, error) {
+	c.mu.Lock()
+	c.inFlight++
+	c.maxInFlight = max(c.maxInFlight, c.inFlight)
+	c.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.mu.Unlock()
+	}()
+	return c.inner.Query(ctx, q, ts)
+}
+
+func TestParallelismBound(t *testing.T) {
+	var pods []*metav1.PartialObjectMetadata
+	fp := &fakeProm{ts: sampleTime}
+	for i := range 12 {
+		ns := fmt.Sprintf("ns-%d", i)
+		pods = append(pods, pod(ns, "p", nil))
+		fp.series = append(fp.series, podSeries("cpu", ns, "p", "c", 0.1), podSeries("memory", ns, "p", "c", 1))
+	}
+	for _, parallelism := range []int{1, 3} {
+		t.Run(fmt.Sprint(parallelism), func(t *testing.T) {
+			cq := &countingQuerier{inner: fp}
+			rs := compileRules(t, testConfig)
+			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: cq, Parallelism: parallelism})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.GetPodMetrics(context.Background(), pods)
+			if err != nil || len(got) != len(pods) {
+				t.Fatalf("GetPodMetrics: %d pods, %v", len(got), err)
+			}
+			// Each namespace runs its CPU and memory query together.
+			if cq.maxInFlight > 2*parallelism {
+				t.Errorf("%d queries in flight, want at most %d", cq.maxInFlight, 2*parallelism)
+			}
+			if n := len(fp.Queries()); n == 0 {
+				t.Error("no queries recorded")
+			}
+		})
+	}
 }
