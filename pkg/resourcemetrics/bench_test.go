@@ -90,7 +90,7 @@ func processCPU(b *testing.B) time.Duration {
 // reportCPU reports the process CPU per operation since cpu0: on a shared
 // machine wall time mostly measures waiting for a core.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64((processCPU(b) - cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 }
 
 // staticQuerier answers each query from precomputed vectors: no HTTP, no
