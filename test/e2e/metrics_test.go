@@ -26,7 +26,7 @@ import (
 
 // getRaw is `kubectl get --raw path` through the admin client.
 func getRaw(ctx context.Context, env *framework.Env, path string) ([]byte, error) {
-	return env.Client.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	return env.Client.Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)
 }
 
 // eventually polls f every 500ms until it returns nil or timeout passes,

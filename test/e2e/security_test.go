@@ -25,7 +25,7 @@ func statusAs(ctx context.Context, t *testing.T, cfg *rest.Config, path string) 
 		t.Fatal(err)
 	}
 	var code int
-	c.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).StatusCode(&code)
+	c.Discovery().RESTClient().Get().RequestURI(path).Do(ctx).StatusCode(&code)
 	return code
 }
 
