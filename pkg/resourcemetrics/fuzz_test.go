@@ -12,7 +12,7 @@ import (
 // becomes a quantity within rounding of the value; nothing panics or
 // overflows.
 func FuzzQuantities(f *testing.F) {
-	for _, v := range []float64{0, 0.487558164, 749785088, 1e-10, 9.2e9, 9.3e9, 1e300, -0.0, -1, math.NaN(), math.Inf(1), math.MaxFloat64, math.SmallestNonzeroFloat64, float64(math.MaxInt64)} {
+	for _, v := range []float64{0, 0.487558164, 749785088, 1e-10, 9.2e9, 9.3e9, 1e300, math.Copysign(0, -1), -1, math.NaN(), math.Inf(1), math.MaxFloat64, math.SmallestNonzeroFloat64, float64(math.MaxInt64)} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v float64) {
