@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -475,5 +476,66 @@ func TestNewRequiresEverything(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want+" is required") {
 			t.Errorf("New error = %v, want it to say %s is required", err, want)
 		}
+	}
+}
+
+func TestAPIBadQuery(t *testing.T) {
+	objs, _ := testCluster()
+	bad := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"parse error: unexpected character"}`)
+	})
+	h := newServer(t, objs, newPromClient(t, bad))
+	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "")
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), "resourceRules.") || !strings.Contains(string(body), "parse error") {
+		t.Errorf("GET with a query Prometheus rejects = %d %s, want 500 naming the rule and the PromQL error", code, body)
+	}
+}
+
+// The API reads the configuration in service on every request: a hot
+// reload changes the queries and the window at once, and a configuration
+// without resourceRules answers 503.
+func TestAPIFollowsReload(t *testing.T) {
+	objs, fp := testCluster()
+	var current atomic.Pointer[naming.RuleSet]
+	current.Store(compileRules(t, testConfig))
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Querier: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := resourcemetrics.New(resourcemetrics.Config{Pods: objs, Nodes: objs, PodMetrics: src, NodeMetrics: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := newGenericServer(t)
+	if err := api.Install(gs); err != nil {
+		t.Fatal(err)
+	}
+	window := func() string {
+		t.Helper()
+		code, body := do(t, gs.Handler, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-2", "")
+		if code != http.StatusOK {
+			return fmt.Sprint(code)
+		}
+		var pm wirePodMetrics
+		if err := json.Unmarshal(body, &pm); err != nil {
+			t.Fatal(err)
+		}
+		return pm.Window
+	}
+	if got := window(); got != "5m0s" {
+		t.Fatalf("window before reload = %s, want 5m0s", got)
+	}
+	current.Store(compileRules(t, strings.Replace(testConfig, "window: 5m", "window: 90s", 1)))
+	if got := window(); got != "1m30s" {
+		t.Errorf("window after reload = %s, want 1m30s", got)
+	}
+	if q := fp.Queries(); !strings.Contains(q[len(q)-1], "[90s]") && !strings.Contains(q[len(q)-2], "[90s]") {
+		t.Errorf("queries after reload %q, want the 90s window", q[len(q)-2:])
+	}
+	current.Store(compileRules(t, "rules: []\n"))
+	if got := window(); got != "503" {
+		t.Errorf("without resourceRules: %s, want 503", got)
 	}
 }
