@@ -24,13 +24,15 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
 // defaultProviders is the providers factory the server uses: discovery
 // (pkg/discovery) relisting Prometheus into an index, and the custom and
 // external metrics provider (pkg/provider) serving requests from that index,
 // objects from metadata informers, and values from the coalescing
-// Prometheus client. metrics.k8s.io is not installed yet.
+// Prometheus client; and, when the rules file has resourceRules at startup,
+// metrics.k8s.io (pkg/resourcemetrics) from the same client and rules.
 func defaultProviders(deps ProviderDeps) (*Providers, error) {
 	mapper, err := deps.Base.RESTMapper()
 	if err != nil {
@@ -80,8 +82,25 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, err
 	}
+	// metrics.k8s.io is installed when the startup rules have
+	// resourceRules, as prometheus-adapter does; a reload adding them later
+	// needs a restart to install the group (reloads of existing
+	// resourceRules take effect at once).
+	var resources *resourcemetrics.Adapter
+	if deps.Config.ResourceRules != nil {
+		resources, err = resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
+			Metadata: mdClient,
+			Rules:    disc.Rules,
+			Querier:  deps.Prometheus,
+		})
+		if err != nil {
+			return nil, err
+		}
+		// The server's OpenAPI configuration must know the group's types.
+		resourcemetrics.SetOpenAPIConfig(deps.Base)
+	}
 	readiness := disc.Checker()
-	return &Providers{
+	providers := &Providers{
 		Custom:   p,
 		External: p,
 		Ready:    func() error { return readiness.Check(nil) },
@@ -89,6 +108,9 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 			var wg sync.WaitGroup
 			wg.Go(func() { objects.Run(ctx) })
 			wg.Go(func() { disc.Run(ctx) })
+			if resources != nil {
+				wg.Go(func() { resources.Run(ctx) })
+			}
 			wg.Wait()
 		},
 		ApplyConfig: func(cfg *config.Config) error {
@@ -99,7 +121,11 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 			disc.SetRules(rs)
 			return nil
 		},
-	}, nil
+	}
+	if resources != nil {
+		providers.InstallResourceMetrics = resources.Install
+	}
+	return providers, nil
 }
 
 // compileRules compiles a configuration, logging its warnings.

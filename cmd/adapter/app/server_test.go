@@ -168,11 +168,17 @@ type testServer struct {
 // Prometheus URL against a fake Kubernetes API, with extra flags.
 func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, extra ...string) *testServer {
 	t.Helper()
+	return startTestServerWithRules(t, testRules, factory, promURL, extra...)
+}
+
+// startTestServerWithRules is startTestServer with a given rules file.
+func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	kube := fakeKubeAPI(t)
 	kubeconfig := writeKubeconfig(t, dir, kube.URL)
 	rulesFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
+	if err := os.WriteFile(rulesFile, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -418,6 +424,55 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	}
 	ts.stop()
 }
+
+// TestServerInstallsResourceMetrics: with resourceRules, metrics.k8s.io is
+// served next to the custom and external APIs.
+func TestServerInstallsResourceMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	fake := fakeprom.New([]model.LabelSet{
+		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
+	})
+	defer fake.Close()
+	ts := startTestServerWithRules(t, testRules+testResourceRules, defaultProviders, fake.URL)
+	ts.waitUntil("/readyz", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+	for _, tc := range []struct{ path, want string }{
+		{"/apis/metrics.k8s.io/v1beta1", `"name":"pods"`},
+		{"/apis/metrics.k8s.io/v1beta1", `"name":"nodes"`},
+		{"/apis/custom.metrics.k8s.io/v1beta2", "pods/http_requests_per_second"},
+	} {
+		if code, body := ts.get(tc.path); code != http.StatusOK || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s = %d %s; want 200 with %s", tc.path, code, truncateForLog(body), tc.want)
+		}
+	}
+	ts.stop()
+}
+
+const testResourceRules = `resourceRules:
+  cpu:
+    containerQuery: 'sum by (<<.GroupBy>>) (irate(container_cpu_usage_seconds_total{<<.LabelMatchers>>,container!="",pod!=""}[4m]))'
+    nodeQuery: 'sum by (<<.GroupBy>>) (irate(node_cpu_usage_seconds_total{<<.LabelMatchers>>}[4m]))'
+    resources:
+      overrides:
+        namespace: {resource: namespace}
+        node: {resource: node}
+        pod: {resource: pod}
+    containerLabel: container
+  memory:
+    containerQuery: 'sum by (<<.GroupBy>>) (container_memory_working_set_bytes{<<.LabelMatchers>>,container!="",pod!=""})'
+    nodeQuery: 'sum by (<<.GroupBy>>) (node_memory_working_set_bytes{<<.LabelMatchers>>})'
+    resources:
+      overrides:
+        namespace: {resource: namespace}
+        node: {resource: node}
+        pod: {resource: pod}
+    containerLabel: container
+  window: 5m
+`
 
 // TestServerPrometheusFaults: Prometheus down at start (not ready, with the
 // reason; ready once it is back, without a restart), then hanging (requests
