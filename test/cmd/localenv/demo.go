@@ -81,6 +81,9 @@ func runDemo(ctx context.Context, o *options) error {
 	}
 	logf("demo: Deployment %s/%s (1 replica), HPA on fpm_active_rate (average 500m, %d..%d replicas)", demoNS, demoApp, demoMin, demoMax)
 	logf("demo: each pod runs %d php-fpm processes; the load (busy processes) rises to 40, then falls to 3", fpmCapacity)
+	if err := waitForMetric(ctx, s); err != nil {
+		return err
+	}
 	fmt.Println()
 	fmt.Printf("%6s %6s %8s %8s %9s  %s\n", "t", "load", "replicas", "desired", "hpa avg", "fpm_active_rate per pod (kubectl get --raw .../pods/*/fpm_active_rate)")
 
@@ -259,5 +262,31 @@ func printNewEvents(ctx context.Context, env *framework.Env, seen map[string]boo
 		}
 		seen[key] = true
 		fmt.Printf("        HPA %s: %s\n", e.Reason, e.Message)
+	}
+}
+
+// waitForMetric publishes the starting load until the adapter has
+// discovered fpm_active_rate and serves it for the first pod, so the
+// scenario's clock starts with a working pipeline.
+func waitForMetric(ctx context.Context, s *stack) error {
+	logf("demo: waiting for the adapter to discover fpm_active_rate")
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pods, err := runningPods(ctx, s.env)
+		if err != nil {
+			return err
+		}
+		spreadLoad(s, pods, demoLoad(0))
+		if len(pods) > 0 && strings.Contains(perPodMetric(ctx, s.env), "=") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: the adapter did not serve fpm_active_rate within 90s; its last log lines:\n%s", s.adapter.Process.Tail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
