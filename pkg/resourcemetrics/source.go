@@ -136,8 +136,25 @@ type point struct {
 	ts    time.Time
 }
 
-// containerPoints maps a pod name to its containers' samples.
-type containerPoints map[string]map[string]point
+// containerPoint is one container's sample.
+type containerPoint struct {
+	container string
+	point
+}
+
+// containerPoints maps a pod name to its containers' samples (a pod has
+// few containers: a slice is cheaper than a map).
+type containerPoints map[string][]containerPoint
+
+// find returns the sample of container c.
+func find(cs []containerPoint, c string) (point, bool) {
+	for i := range cs {
+		if cs[i].container == c {
+			return cs[i].point, true
+		}
+	}
+	return point{}, false
+}
 
 // GetPodMetrics returns the metrics of the given pods that have complete
 // samples, sorted by namespace then name. See docs/resource-metrics.md for
@@ -290,7 +307,7 @@ func (s *Source) queryContainers(ctx context.Context, r *naming.ResourceRule, re
 	}
 	podLabel := model.LabelName(q.ResourceLabel)
 	containerLabel := model.LabelName(r.ContainerLabel())
-	out := make(containerPoints)
+	out := make(containerPoints, len(vec))
 	dups := 0
 	for _, smp := range vec {
 		pod := string(smp.Metric[podLabel])
@@ -302,15 +319,11 @@ func (s *Source) queryContainers(ctx context.Context, r *naming.ResourceRule, re
 			container = string(smp.Metric[containerLabel])
 		}
 		cs := out[pod]
-		if cs == nil {
-			cs = make(map[string]point, 1)
-			out[pod] = cs
-		}
-		if _, dup := cs[container]; dup {
+		if _, dup := find(cs, container); dup {
 			dups++
 			continue
 		}
-		cs[container] = point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
+		out[pod] = append(cs, containerPoint{container: container, point: point{value: float64(smp.Value), ts: smp.Timestamp.Time()}})
 	}
 	if dups > 0 {
 		klog.V(2).InfoS("Resource query returned several samples for the same container; kept the first of each",
@@ -356,22 +369,22 @@ func (s *Source) queryNodes(ctx context.Context, r *naming.ResourceRule, req nam
 // containers has a CPU sample but no memory sample (or the reverse); a
 // container whose value is unusable (NaN, infinite, negative) is left out
 // of the pod. The timestamp is the earliest of the samples used.
-func buildPodMetrics(pod *metav1.PartialObjectMetadata, cpu, mem map[string]point, window time.Duration) (metrics.PodMetrics, bool) {
+func buildPodMetrics(pod *metav1.PartialObjectMetadata, cpu, mem []containerPoint, window time.Duration) (metrics.PodMetrics, bool) {
 	if len(cpu) == 0 && len(mem) == 0 {
 		klog.V(4).InfoS("No resource samples for pod", "pod", klog.KObj(pod))
 		return metrics.PodMetrics{}, false
 	}
 	names := make([]string, 0, len(cpu))
-	for c := range cpu {
-		if _, ok := mem[c]; !ok {
-			klog.V(4).InfoS("Skipping pod: a container has a CPU sample but no memory sample", "pod", klog.KObj(pod), "container", c)
+	for _, c := range cpu {
+		if _, ok := find(mem, c.container); !ok {
+			klog.V(4).InfoS("Skipping pod: a container has a CPU sample but no memory sample", "pod", klog.KObj(pod), "container", c.container)
 			return metrics.PodMetrics{}, false
 		}
-		names = append(names, c)
+		names = append(names, c.container)
 	}
-	for c := range mem {
-		if _, ok := cpu[c]; !ok {
-			klog.V(4).InfoS("Skipping pod: a container has a memory sample but no CPU sample", "pod", klog.KObj(pod), "container", c)
+	for _, c := range mem {
+		if _, ok := find(cpu, c.container); !ok {
+			klog.V(4).InfoS("Skipping pod: a container has a memory sample but no CPU sample", "pod", klog.KObj(pod), "container", c.container)
 			return metrics.PodMetrics{}, false
 		}
 	}
@@ -379,7 +392,8 @@ func buildPodMetrics(pod *metav1.PartialObjectMetadata, cpu, mem map[string]poin
 	var earliest time.Time
 	containers := make([]metrics.ContainerMetrics, 0, len(names))
 	for _, c := range names {
-		cp, mp := cpu[c], mem[c]
+		cp, _ := find(cpu, c)
+		mp, _ := find(mem, c)
 		usage, err := usageOf(cp.value, mp.value)
 		if err != nil {
 			klog.V(2).InfoS("Skipping container usage", "pod", klog.KObj(pod), "container", c, "reason", err.Error())
