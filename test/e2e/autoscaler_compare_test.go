@@ -256,6 +256,8 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 	})
 	startAutoscaler(t, env, append(hpaFlags, "--leader-elect-resource-namespace=kube-system"))
 	got := runCompareScenarios(t, env, x, "ours", scenarios)
+	// The rescales of the second run are the autoscaler's: its events say so.
+	requireRescaleEvent(t, env, "ours-"+scenarios[0].name, "promscaler-autoscaler")
 
 	for i, sc := range scenarios {
 		if diff := cmp.Diff(want[i], got[i]); diff != "" {
@@ -264,6 +266,27 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 			t.Logf("%s: both controllers went through replicas %v", sc.name, got[i].Replicas)
 		}
 	}
+}
+
+// requireRescaleEvent checks that ns has a SuccessfulRescale event reported
+// by controller (events.k8s.io).
+func requireRescaleEvent(t *testing.T, env *framework.Env, ns, controller string) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	eventually(t, ctx, 20*time.Second, "a SuccessfulRescale event from "+controller+" in "+ns, func(ctx context.Context) error {
+		list, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Reason == "SuccessfulRescale" && e.ReportingController == controller {
+				return nil
+			}
+			seen = append(seen, e.Reason+"/"+e.ReportingController)
+		}
+		return fmt.Errorf("events: %v", seen)
+	})
 }
 
 // runCompareScenarios runs every scenario at once, each in its own
