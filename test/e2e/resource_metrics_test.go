@@ -324,6 +324,34 @@ func TestResourceMetrics(t *testing.T) {
 		})
 	})
 
+	t.Run("kubectl get podmetrics and nodemetrics print tables", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			want []string
+		}{
+			{[]string{"get", "podmetrics.metrics.k8s.io", "-n", ns, "--no-headers"}, []string{"db-0", "web-1", "web-2"}},
+			{[]string{"get", "nodemetrics.metrics.k8s.io", "--no-headers"}, []string{"node-a", "node-b"}},
+		} {
+			out, err := env.Kubectl(ctx, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				f := strings.Fields(line)
+				// NAME CPU MEMORY WINDOW
+				if len(f) != 4 || f[3] != "10s" {
+					t.Errorf("%v: row %q, want name, cpu, memory and a 10s window", tc.args, line)
+					continue
+				}
+				names = append(names, f[0])
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("%v (-want +got):\n%s", tc.args, diff)
+			}
+		}
+	})
+
 	t.Run("label and field selectors", func(t *testing.T) {
 		for _, tc := range []struct {
 			param, value string
