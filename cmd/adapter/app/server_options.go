@@ -82,7 +82,7 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
 		"How often the --config file is checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
 	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
-		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487).")
+		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487); prometheus-adapter's name for --disable-http2-serving.")
 
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
