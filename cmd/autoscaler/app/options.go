@@ -124,7 +124,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
 		"Decide and record (events, /metrics) but never update /scale or HPA status; safe beside the built-in HPA controller.")
 	fs.BoolVar(&o.DryRunAnnotate, "dry-run-annotate", o.DryRunAnnotate,
-		"With --dry-run, also write each changed decision to the HPA annotation promscaler.io/dry-run-decision.")
+		"With --dry-run, also write each changed decision to the HPA annotation promscaler.io/dry-run-decision. A built-in HPA controller's status write racing it fails with a conflict; see docs/autoscaler.md.")
 
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address serving /metrics, /healthz and /readyz (host:port); 0 disables it.")
