@@ -69,3 +69,19 @@ func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 
 // Run runs the cache until ctx ends.
 func (a *Adapter) Run(ctx context.Context) { a.Cache.Run(ctx) }
+
+// Ready returns nil once the pod and node caches hold their initial lists,
+// an error saying what is missing before; suitable for a /readyz check.
+func (a *Adapter) Ready() error {
+	var missing []string
+	if !a.Cache.pods.HasSynced() {
+		missing = append(missing, "pods")
+	}
+	if !a.Cache.nodes.HasSynced() {
+		missing = append(missing, "nodes")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %v", ErrCacheNotSynced, missing)
+	}
+	return nil
+}

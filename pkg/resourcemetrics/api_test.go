@@ -3,6 +3,7 @@ package resourcemetrics_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
@@ -467,6 +469,21 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	}
 	if err := api.Install(gs); err == nil {
 		t.Error("Install succeeded without the metrics.k8s.io OpenAPI models; SetOpenAPIConfig would be unnecessary")
+	}
+}
+
+func TestAdapterNotReadyBeforeRun(t *testing.T) {
+	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	rs := compileRules(t, testConfig)
+	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Metadata: client, Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ready(); !errors.Is(err, resourcemetrics.ErrCacheNotSynced) {
+		t.Errorf("Ready before Run = %v, want ErrCacheNotSynced", err)
+	}
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil {
+		t.Error("NewAdapter without a metadata client succeeded")
 	}
 }
 

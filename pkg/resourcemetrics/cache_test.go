@@ -217,6 +217,13 @@ func TestAdapterServesFromCache(t *testing.T) {
 		cancel()
 		<-done
 	}()
+	waitReady := time.Now().Add(10 * time.Second)
+	for a.Ready() != nil {
+		if time.Now().After(waitReady) {
+			t.Fatalf("Ready: %v", a.Ready())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for range 3 {
 		for _, path := range []string{
 			"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods",
