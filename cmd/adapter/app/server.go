@@ -288,12 +288,14 @@ func apiOf(path string) string {
 	return metrics.APIOther
 }
 
-// instrumentRequests counts and times every request by metrics API and code.
+// instrumentRequests counts and times every request by metrics API and
+// code. It also keeps a client hanging up from reaching the handler chain as
+// a cancellation (see detachClientCancel).
 func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(wrapResponseWriter(rec), r)
+		next.ServeHTTP(wrapResponseWriter(rec), detachClientCancel(r))
 		code := rec.code
 		if code == 0 {
 			code = http.StatusOK

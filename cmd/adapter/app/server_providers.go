@@ -152,10 +152,43 @@ func discoveryTimeout(queryTimeout, relist time.Duration) time.Duration {
 // requests apart from server errors in the request metrics.
 const statusClientClosedRequest = 499
 
-// quietError turns the error of a request whose client went away into a
-// typed API status. A plain error would be logged by the API server as an
-// internal error at default verbosity; a client hanging up is not one
-// (prometheus-adapter#292). Other errors pass through unchanged.
+// clientContextKey carries the request's original context (cancelled when
+// the client hangs up) past the API server's handler chain.
+type clientContextKey struct{}
+
+// errClientGone is the cancellation cause when the client hung up.
+var errClientGone = errors.New("the client closed the request")
+
+// detachClientCancel hands the API server's handler chain a context that a
+// client hanging up does not cancel (its own request timeout still
+// applies): otherwise the chain's timeout filter treats the hang-up as a
+// timeout, aborts the handler and logs two errors per request
+// (prometheus-adapter#292). The providers still stop at once: withClient
+// restores the client's cancellation for them.
+func detachClientCancel(r *http.Request) *http.Request {
+	orig := r.Context()
+	return r.WithContext(context.WithValue(context.WithoutCancel(orig), clientContextKey{}, orig))
+}
+
+// withClient returns ctx, also cancelled (with cause errClientGone) when the
+// request's client hangs up.
+func withClient(ctx context.Context) (context.Context, context.CancelFunc) {
+	client, ok := ctx.Value(clientContextKey{}).(context.Context)
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(client, func() { cancel(errClientGone) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// quietError turns the error of a request whose client went away, or that
+// ran out of time, into a typed API status: a plain error would be logged
+// by the API server as an internal error, and a client hanging up is not
+// one. Other errors pass through unchanged.
 func quietError(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -171,7 +204,7 @@ func quietError(ctx context.Context, err error) error {
 		Status:  metav1.StatusFailure,
 		Code:    statusClientClosedRequest,
 		Reason:  metav1.StatusReasonUnknown,
-		Message: "the client closed the request",
+		Message: errClientGone.Error(),
 	}}
 }
 
@@ -182,12 +215,16 @@ type quietCustomProvider struct {
 
 // GetMetricByName implements cmprovider.CustomMetricsProvider.
 func (q quietCustomProvider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+	ctx, cancel := withClient(ctx)
+	defer cancel()
 	v, err := q.CustomMetricsProvider.GetMetricByName(ctx, name, info, sel)
 	return v, quietError(ctx, err)
 }
 
 // GetMetricBySelector implements cmprovider.CustomMetricsProvider.
 func (q quietCustomProvider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
+	ctx, cancel := withClient(ctx)
+	defer cancel()
 	v, err := q.CustomMetricsProvider.GetMetricBySelector(ctx, namespace, selector, info, sel)
 	return v, quietError(ctx, err)
 }
@@ -199,6 +236,8 @@ type quietExternalProvider struct {
 
 // GetExternalMetric implements cmprovider.ExternalMetricsProvider.
 func (q quietExternalProvider) GetExternalMetric(ctx context.Context, namespace string, sel labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	ctx, cancel := withClient(ctx)
+	defer cancel()
 	v, err := q.ExternalMetricsProvider.GetExternalMetric(ctx, namespace, sel, info)
 	return v, quietError(ctx, err)
 }

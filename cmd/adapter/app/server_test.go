@@ -425,6 +425,67 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	ts.stop()
 }
 
+// blockingProvider holds metric requests until their client goes away.
+type blockingProvider struct {
+	placeholderProvider
+	entered chan struct{}
+}
+
+func (b blockingProvider) GetMetricByName(ctx context.Context, _ types.NamespacedName, _ cmprovider.CustomMetricInfo, _ labels.Selector) (*custom_metrics.MetricValue, error) {
+	b.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, fmt.Errorf("querying Prometheus: %w", ctx.Err())
+}
+
+// TestServerClientHangUp: a client hanging up mid-request is answered with
+// a typed 499 status (which the API server does not log as an internal
+// error) and counted as such.
+func TestServerClientHangUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	bp := blockingProvider{entered: make(chan struct{}, 1)}
+	factory := func(ProviderDeps) (*Providers, error) {
+		return &Providers{Custom: bp, External: bp}, nil
+	}
+	ts := startTestServer(t, factory, "http://127.0.0.1:9")
+	ts.waitUntil("/readyz", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.base+"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/some_metric", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := ts.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-bp.entered
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled request succeeded")
+	}
+	var metricsText string
+	ts.waitUntil("the hang-up to be counted as 499", func() bool {
+		_, metricsText = ts.get("/metrics")
+		return strings.Contains(metricsText, `promscaler_api_requests_total{api="custom",code="499"} 1`)
+	})
+	// The API server's timeout filter did not treat it as a timeout (which
+	// it would log twice as an error).
+	for _, m := range []string{"apiserver_request_aborts_total{", "apiserver_request_post_timeout_total{"} {
+		if strings.Contains(metricsText, m) {
+			t.Errorf("/metrics has %s...: the hang-up went through the timeout path", m)
+		}
+	}
+	ts.stop()
+}
+
 // TestServerInstallsResourceMetrics: with resourceRules, metrics.k8s.io is
 // served next to the custom and external APIs.
 func TestServerInstallsResourceMetrics(t *testing.T) {
@@ -709,6 +770,33 @@ func TestQuietError(t *testing.T) {
 				t.Errorf("code %d, want %d (%v)", code, tc.wantCode, got)
 			}
 		})
+	}
+}
+
+func TestWithClientCancelsOnHangUp(t *testing.T) {
+	client, hangUp := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(client)
+	detached := detachClientCancel(r).Context()
+	hangUp()
+	if detached.Err() != nil {
+		t.Fatal("the handler chain's context was cancelled by the client hanging up")
+	}
+	ctx, cancel := withClient(detached)
+	defer cancel()
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), errClientGone) {
+		t.Errorf("cause = %v, want errClientGone", context.Cause(ctx))
+	}
+	var status apierrors.APIStatus
+	if err := quietError(ctx, errors.New("boom")); !errors.As(err, &status) || status.Status().Code != 499 {
+		t.Errorf("quietError = %v, want a 499 status", err)
+	}
+	// Without the key (e.g. a direct provider call), ctx is unchanged.
+	plain := context.Background()
+	if got, cancel := withClient(plain); got != plain {
+		t.Error("withClient changed a context without a client")
+	} else {
+		cancel()
 	}
 }
 
