@@ -17,6 +17,7 @@ render() { # name dir
 }
 render base deploy/base
 for d in deploy/overlays/*/; do
+  d=${d%/}
   name=$(basename "$d")
   if [[ $name == tls-secret && ! -f $d/certs/tls.crt ]]; then
     # The overlay reads your certificate from certs/; render it with a
