@@ -79,6 +79,9 @@ rules:
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers/status"]
   verbs: ["update"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["patch"]
 - apiGroups: ["*"]
   resources: ["*/scale"]
   verbs: ["get", "update"]
@@ -244,7 +247,15 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 		HPASyncPeriod: compareSyncPeriod,
 		ExtraArgs:     hpaFlags[1:],
 	})
-	want := runCompareScenarios(t, env, x, "kcm", scenarios)
+	// Beside it, the autoscaler in --dry-run (events and /metrics only; the
+	// annotation would race kube-controller-manager's status writes): it
+	// must never write /scale or status, and decide what
+	// kube-controller-manager decided.
+	applyAutoscalerRBAC(t, env)
+	dryRun := startAutoscaler(t, env, false, append(hpaFlags, "--dry-run"))
+	want := runCompareScenarios(t, env, x, "kcm", scenarios, dryRun.metricsURL)
+	checkDryRunWrites(t, dryRun.metricsURL)
+	dryRun.stop()
 	kcm.Stop(10 * time.Second)
 	if t.Failed() {
 		t.FailNow()
@@ -254,8 +265,8 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 		Controllers:   []string{framework.DeploymentController, framework.ReplicaSetController},
 		HPASyncPeriod: compareSyncPeriod,
 	})
-	startAutoscaler(t, env, append(hpaFlags, "--leader-elect-resource-namespace=kube-system"))
-	got := runCompareScenarios(t, env, x, "ours", scenarios)
+	startAutoscaler(t, env, true, append(hpaFlags, "--leader-elect-resource-namespace=kube-system"))
+	got := runCompareScenarios(t, env, x, "ours", scenarios, "")
 	// The rescales of the second run are the autoscaler's: its events say so.
 	requireRescaleEvent(t, env, "ours-"+scenarios[0].name, "promscaler-autoscaler")
 
@@ -292,7 +303,9 @@ func requireRescaleEvent(t *testing.T, env *framework.Env, ns, controller string
 // runCompareScenarios runs every scenario at once, each in its own
 // namespace (prefix-<name>), and deletes the HPAs afterwards so the next
 // controller does not act on them.
-func runCompareScenarios(t *testing.T, env *framework.Env, x *exporter.Exporter, prefix string, scenarios []compareScenario) []compareResult {
+// dryRunMetrics, if set, is the /metrics URL of a dry-run autoscaler whose
+// desired replicas must match each settled level.
+func runCompareScenarios(t *testing.T, env *framework.Env, x *exporter.Exporter, prefix string, scenarios []compareScenario, dryRunMetrics string) []compareResult {
 	t.Helper()
 	ctx := ctxFor(t, 10*time.Minute)
 	results := make([]compareResult, len(scenarios))
@@ -300,7 +313,7 @@ func runCompareScenarios(t *testing.T, env *framework.Env, x *exporter.Exporter,
 	for i := range scenarios {
 		wg.Go(func() {
 			ns := prefix + "-" + scenarios[i].name
-			res, err := runCompareScenario(ctx, env, x, ns, scenarios[i])
+			res, err := runCompareScenario(ctx, env, x, ns, scenarios[i], dryRunMetrics)
 			if err != nil {
 				t.Errorf("%s (%s): %v", scenarios[i].name, prefix, err)
 			}
@@ -314,7 +327,7 @@ func runCompareScenarios(t *testing.T, env *framework.Env, x *exporter.Exporter,
 	return results
 }
 
-func runCompareScenario(ctx context.Context, env *framework.Env, x *exporter.Exporter, ns string, sc compareScenario) (compareResult, error) {
+func runCompareScenario(ctx context.Context, env *framework.Env, x *exporter.Exporter, ns string, sc compareScenario, dryRunMetrics string) (compareResult, error) {
 	var res compareResult
 	if err := env.EnsureNamespace(ctx, ns); err != nil {
 		return res, err
@@ -398,6 +411,12 @@ func runCompareScenario(ctx context.Context, env *framework.Env, x *exporter.Exp
 			stepErr = fmt.Errorf("step %d (load %v): %w", i, step.load, err)
 			break
 		}
+		if dryRunMetrics != "" {
+			if err := checkDryRunDecision(ctx, dryRunMetrics, ns, step.want); err != nil {
+				stepErr = fmt.Errorf("step %d (load %v): dry run: %w", i, step.load, err)
+				break
+			}
+		}
 		res.Conditions = append(res.Conditions, conds)
 	}
 	stopRec()
@@ -440,6 +459,89 @@ func settle(ctx context.Context, env *framework.Env, ns string, want int32) ([]s
 	return nil, fmt.Errorf("not settled at %d replicas: %s", want, last)
 }
 
+// checkDryRunDecision waits until the dry-run autoscaler's
+// promscaler_autoscaler_desired_replicas of the settled HPA is want.
+func checkDryRunDecision(ctx context.Context, metricsURL, ns string, want int32) error {
+	line := fmt.Sprintf(`promscaler_autoscaler_desired_replicas{hpa="web",namespace=%q} %d`, ns, want)
+	var last string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		body, err := getText(ctx, metricsURL)
+		if err != nil {
+			return err
+		}
+		if hasLine(body, line) {
+			return nil
+		}
+		last = grepLines(body, fmt.Sprintf("namespace=%q", ns))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("want %q, the dry run exports:\n%s", line, last)
+}
+
+// checkDryRunWrites checks from its /metrics that the dry-run autoscaler
+// decided rescales but wrote neither /scale nor any status.
+func checkDryRunWrites(t *testing.T, metricsURL string) {
+	t.Helper()
+	body, err := getText(ctxFor(t, 10*time.Second), metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := grepLines(body, "promscaler_autoscaler_status_updates_total{"); got != "" {
+		t.Errorf("the dry run wrote HPA status:\n%s", got)
+	}
+	if got := grepLines(body, `result="success"`) + grepLines(body, `result="error"`); strings.Contains(got, "scale_operations_total") {
+		t.Errorf("the dry run updated /scale:\n%s", got)
+	}
+	if !strings.Contains(body, `result="dry_run"`) {
+		t.Errorf("the dry run decided no rescale at all:\n%s", grepLines(body, "promscaler_autoscaler_"))
+	}
+}
+
+func getText(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), nil
+}
+
+func hasLine(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if l == line {
+			return true
+		}
+	}
+	return false
+}
+
+// grepLines returns the non-comment lines of text containing substr.
+func grepLines(text, substr string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(l, "#") && strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func conditionLines(h *autoscalingv2.HorizontalPodAutoscaler) []string {
 	var out []string
 	for _, c := range h.Status.Conditions {
@@ -448,10 +550,9 @@ func conditionLines(h *autoscalingv2.HorizontalPodAutoscaler) []string {
 	return out
 }
 
-// startAutoscaler runs the autoscaler binary as the user
-// "promscaler-autoscaler" with the documented RBAC, and waits for it to lead
-// and have synced.
-func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
+// applyAutoscalerRBAC applies the documented RBAC for the user
+// "promscaler-autoscaler".
+func applyAutoscalerRBAC(t *testing.T, env *framework.Env) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
 	rbac := filepath.Join(t.TempDir(), "autoscaler-rbac.yaml")
@@ -461,6 +562,21 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 	if out, err := env.Kubectl(ctx, "apply", "-f", rbac); err != nil {
 		t.Fatalf("applying the autoscaler RBAC: %v\n%s", err, out)
 	}
+}
+
+// runningAutoscaler is an autoscaler process of the test.
+type runningAutoscaler struct {
+	metricsURL string
+	// stop stops it (the test's cleanup does too).
+	stop func()
+}
+
+// startAutoscaler runs the autoscaler binary as the user
+// "promscaler-autoscaler" (see applyAutoscalerRBAC) and waits until it has
+// synced (and, with leader election, holds the lease).
+func startAutoscaler(t *testing.T, env *framework.Env, leaderElect bool, flags []string) runningAutoscaler {
+	t.Helper()
+	ctx := ctxFor(t, time.Minute)
 	kubeconfig, err := env.UserKubeconfig("promscaler-autoscaler")
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +585,11 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(env.LogDir(), "autoscaler.log")
+	name := "autoscaler"
+	if !leaderElect {
+		name = "autoscaler-dry-run"
+	}
+	logPath := filepath.Join(env.LogDir(), name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -477,7 +597,7 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port),
-		"--leader-elect=true",
+		"--leader-elect=" + strconv.FormatBool(leaderElect),
 		"-v=4",
 	}, flags...)
 	cmd := exec.Command(env.Bin("autoscaler"), args...)
@@ -488,31 +608,36 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		_ = logFile.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				tail := b
-				if len(tail) > 8000 {
-					tail = tail[len(tail)-8000:]
-				}
-				t.Logf("autoscaler log (tail):\n%s", tail)
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
 			}
-		}
-	})
+			_ = logFile.Close()
+			if t.Failed() {
+				if b, err := os.ReadFile(logPath); err == nil {
+					tail := b
+					if len(tail) > 8000 {
+						tail = tail[len(tail)-8000:]
+					}
+					t.Logf("%s log (tail):\n%s", name, tail)
+				}
+			}
+		})
+	}
+	t.Cleanup(stop)
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
 	hc := &http.Client{Timeout: 5 * time.Second}
-	eventually(t, ctx, 45*time.Second, "autoscaler leading and synced", func(ctx context.Context) error {
+	eventually(t, ctx, 45*time.Second, name+" synced", func(ctx context.Context) error {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("autoscaler exited: %v", err)
+			exited <- err
+			return fmt.Errorf("%s exited: %v", name, err)
 		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ready, nil)
@@ -528,9 +653,12 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 		if err != nil {
 			return err
 		}
-		// "ok" alone: leading with synced caches (a standby says more).
+		// "ok" alone: active with synced caches (a standby says more).
 		if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
 			return fmt.Errorf("/readyz: %s %s", resp.Status, body)
+		}
+		if !leaderElect {
+			return nil
 		}
 		lease, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "promscaler-autoscaler", metav1.GetOptions{})
 		if err != nil {
@@ -541,4 +669,5 @@ func startAutoscaler(t *testing.T, env *framework.Env, flags []string) {
 		}
 		return nil
 	})
+	return runningAutoscaler{metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), stop: stop}
 }
