@@ -40,8 +40,12 @@ type MetricsClient interface {
 // The custom and external clients take no context: their per-request
 // timeout is the rest.Config's Timeout they were built with.
 type APIMetricsClient struct {
+	// Resource reads metrics.k8s.io (PodMetrics).
 	Resource resourceclient.PodMetricsesGetter
-	Custom   customclient.CustomMetricsClient
+	// Custom reads custom.metrics.k8s.io at its preferred version
+	// (v1beta2, else v1beta1).
+	Custom customclient.CustomMetricsClient
+	// External reads external.metrics.k8s.io.
 	External externalclient.ExternalMetricsClient
 }
 
