@@ -16,6 +16,14 @@ func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
 }
 
+const usage = `Usage:
+  adapter [flags]                 serve custom.metrics.k8s.io, external.metrics.k8s.io and metrics.k8s.io
+  adapter check-config --help     validate a rules file offline; show what discovery would serve
+  adapter explain --help          show the PromQL a request runs, or why a metric is not served
+
+Server flags:
+`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -25,8 +33,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runExplain(args[1:], stdout, stderr)
 		case "help", "-h", "--help":
 			if len(args) == 1 {
-				fmt.Fprintln(stdout, "usage: adapter [server flags] | adapter check-config --config FILE [--series FILE] | adapter explain ...")
-				return 0
+				fmt.Fprint(stdout, usage)
+				return runServer([]string{"--help"}, stdout, stderr)
 			}
 		}
 	}
