@@ -73,14 +73,6 @@ func (l *eventLog) take() []recordedEvent {
 	return out
 }
 
-func (l *eventLog) reasons() []string {
-	var out []string
-	for _, e := range l.take() {
-		out = append(out, e.Reason)
-	}
-	return out
-}
-
 // target is a Deployment with its /scale and pods.
 type target struct {
 	name     string
