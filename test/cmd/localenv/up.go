@@ -164,6 +164,7 @@ func startStack(ctx context.Context, o *options, defaultConfig string) (*stack, 
 		}
 		// No kubelet: pods become Running, and Ready 2s after creation.
 		env.RunPodReadier(ctx, "", labels.Everything(), 2*time.Second)
+		env.RunServiceAccountCreator(ctx)
 	}
 	logf("environment ready in %s", time.Since(t0).Round(100*time.Millisecond))
 	ok = true

@@ -133,3 +133,34 @@ func (e *Env) RunPodReadier(ctx context.Context, ns string, selector labels.Sele
 		}
 	}()
 }
+
+// RunServiceAccountCreator stands in for the serviceaccount controller
+// until ctx ends or the environment closes: every namespace gets its
+// `default` ServiceAccount within a second of appearing (tests call
+// EnsureNamespace instead; `make up` users create namespaces with kubectl).
+func (e *Env) RunServiceAccountCreator(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	e.OnClose(cancel)
+	go func() {
+		done := map[string]bool{}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if nss, err := e.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+				for _, ns := range nss.Items {
+					if done[ns.Name] || ns.DeletionTimestamp != nil {
+						continue
+					}
+					if err := e.EnsureNamespace(ctx, ns.Name); err == nil {
+						done[ns.Name] = true
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
