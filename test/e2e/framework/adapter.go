@@ -80,7 +80,15 @@ type Adapter struct {
 // ExternalName Service pointing at localhost) and waits until every
 // APIService is Available. If the adapter exits saying it is not
 // implemented, the error wraps ErrNotImplemented.
-func (e *Env) StartAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, error) {
+func (e *Env) StartAdapter(ctx context.Context, cfg AdapterConfig) (a *Adapter, err error) {
+	err = retryPortClash(func() error {
+		a, err = e.startAdapter(ctx, cfg)
+		return err
+	})
+	return a, err
+}
+
+func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, error) {
 	if cfg.ConfigFile == "" || cfg.PrometheusURL == "" {
 		return nil, errors.New("StartAdapter: ConfigFile and PrometheusURL are required")
 	}

@@ -126,10 +126,10 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.PKI, err = newPKI(filepath.Join(e.Dir, "pki")); err != nil {
 		return nil, err
 	}
-	if err := e.startEtcd(ctx); err != nil {
+	if err := retryPortClash(func() error { return e.startEtcd(ctx) }); err != nil {
 		return nil, err
 	}
-	if err := e.startAPIServer(ctx); err != nil {
+	if err := retryPortClash(func() error { return e.startAPIServer(ctx) }); err != nil {
 		return nil, err
 	}
 	if err := e.EnsureNamespace(ctx, "default"); err != nil {
@@ -258,11 +258,16 @@ func (e *Env) startEtcd(ctx context.Context) error {
 		}
 		p[i] = port
 	}
+	dataDir := filepath.Join(e.Dir, "etcd")
+	// A fresh member: a failed earlier attempt may have bootstrapped with other URLs.
+	if err := os.RemoveAll(dataDir); err != nil {
+		return fmt.Errorf("clearing etcd data dir: %w", err)
+	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", p[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", p[1])
 	args := []string{
 		"--name=e2e",
-		"--data-dir=" + filepath.Join(e.Dir, "etcd"),
+		"--data-dir=" + dataDir,
 		"--listen-client-urls=" + client,
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,

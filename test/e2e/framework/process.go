@@ -164,3 +164,16 @@ func runCapture(ctx context.Context, bin string, args ...string) (string, error)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	return string(out), err
 }
+
+// retryPortClash runs start up to three times while it fails because a port
+// it was given was taken in the meantime (by another process on the machine
+// between FreePort and the child's bind).
+func retryPortClash(start func() error) error {
+	var err error
+	for range 3 {
+		if err = start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+	}
+	return err
+}

@@ -50,7 +50,15 @@ type Prometheus struct {
 
 // StartPrometheus starts a Prometheus server on 127.0.0.1 with its own TSDB
 // in the working dir and waits until it is ready.
-func (e *Env) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prometheus, error) {
+func (e *Env) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (p *Prometheus, err error) {
+	err = retryPortClash(func() error {
+		p, err = e.startPrometheus(ctx, cfg)
+		return err
+	})
+	return p, err
+}
+
+func (e *Env) startPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prometheus, error) {
 	bin := firstNonEmpty(cfg.Binary, os.Getenv(EnvPrometheus), e.Tool("prometheus"))
 	if cfg.ScrapeInterval <= 0 {
 		cfg.ScrapeInterval = time.Second
@@ -59,7 +67,8 @@ func (e *Env) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(e.Dir, "prometheus")
+	// One dir per instance: a test may run several Prometheus servers.
+	dir := filepath.Join(e.Dir, "prometheus-"+strconv.Itoa(port))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating prometheus dir: %w", err)
 	}
