@@ -100,7 +100,7 @@ build_kubernetes() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  log "kubernetes $K8S_VERSION: building ${bins[*]} (cold: ~7 min and ~2.5 GB RAM on 2 cores; warm: ~1 min)"
+  log "kubernetes $K8S_VERSION: building ${bins[*]} (cold: ~7 min on 2 idle cores, 2.5 GB RAM; relink: ~20 s)"
   local t0=$SECONDS
   go_build "$dir" "$ld" "${bins[@]/#/k8s.io/kubernetes/cmd/}"
   mark "$stamp" "${bins[@]}"
