@@ -16,7 +16,7 @@ all: build
 ## build: build the adapter and autoscaler binaries into _output/bin
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## unit: unit tests (fakes, httptest) with the race detector
 unit:
