@@ -9,7 +9,7 @@ PROMSCALER_TOOLS_DIR ?= $(CURDIR)/.cache/tools
 export PROMSCALER_TOOLS_DIR
 export PROMSCALER_BIN_DIR := $(BIN)
 
-.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests clean
+.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests clean diff-upstream
 
 all: build
 
@@ -32,6 +32,11 @@ e2e: tools build
 
 ## test: everything a change must pass: unit then e2e
 test: unit e2e
+
+## diff-upstream: run the decision core beside kube-controller-manager 1.37's own code on random inputs
+## (a separate module: it needs k8s.io/kubernetes, which never enters the main go.mod)
+diff-upstream:
+	cd pkg/autoscaler/upstreamdiff && GOWORK=off $(GO) test -count=1 .
 
 ## verify: gofmt, go vet, staticcheck, go mod tidy
 verify:
