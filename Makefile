@@ -30,8 +30,8 @@ tools:
 e2e: tools build
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 ./test/...
 
-## test: everything a change must pass: unit then e2e
-test: unit e2e
+## test: everything a change must pass: unit, the upstream differential tests, then e2e
+test: unit diff-upstream e2e
 
 ## diff-upstream: run the decision core beside kube-controller-manager 1.37's own code on random inputs
 ## (a separate module: it needs k8s.io/kubernetes, which never enters the main go.mod)
