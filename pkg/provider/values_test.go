@@ -61,7 +61,9 @@ func checkClose(t *testing.T, want, got float64) {
 		return
 	}
 	diff := math.Abs(want - got)
-	if diff <= 0.0005+1e-12 || diff <= math.Abs(want)*1e-14 {
+	// Rounding to the nearest milli-unit is off by at most 0.0005, plus the
+	// float64 representation error of want itself at its magnitude.
+	if diff <= 0.0005+1e-12+math.Abs(want)*1e-15 || diff <= math.Abs(want)*1e-14 {
 		return
 	}
 	t.Errorf("quantity reads back as %v, want %v (diff %v)", got, want, diff)
