@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/promscaler/promscaler/internal/objmeta"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -88,7 +90,7 @@ func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*Object
 		st = DefaultSyncTimeout
 	}
 	f := metadatainformer.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		metadatainformer.WithTransform(stripObjectMeta))
+		metadatainformer.WithTransform(objmeta.Strip))
 	return &ObjectCache{factory: f, syncTimeout: st}, nil
 }
 
@@ -200,27 +202,6 @@ func (c *ObjectCache) waitSynced(ctx context.Context, gvr schema.GroupVersionRes
 	}
 	klog.V(2).InfoS("Object cache synced", "resource", gvr.String(), "duration", time.Since(start))
 	return nil
-}
-
-// stripObjectMeta keeps what listing by label needs: name, namespace,
-// labels, plus the type and resource version informers rely on.
-func stripObjectMeta(obj any) (any, error) {
-	p, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		// Tombstones (cache.DeletedFinalStateUnknown) and anything else
-		// pass through unchanged.
-		return obj, nil
-	}
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			Namespace:       p.Namespace,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-			Labels:          p.Labels,
-		},
-	}, nil
 }
 
 // sortedUnique sorts names and removes duplicates in place.

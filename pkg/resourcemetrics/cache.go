@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/promscaler/promscaler/internal/objmeta"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +102,7 @@ func NewCache(client metadata.Interface, opts CacheOptions) (*Cache, error) {
 		func(o *metav1.ListOptions) { o.FieldSelector = RunningPodsFieldSelector }).Informer()
 	nodes := metadatainformer.NewFilteredMetadataInformer(client, nodesGVR, metav1.NamespaceAll, opts.Resync, cache.Indexers{}, nil).Informer()
 	for _, inf := range []cache.SharedIndexInformer{pods, nodes} {
-		if err := inf.SetTransform(stripObjectMeta); err != nil {
+		if err := inf.SetTransform(objmeta.Strip); err != nil {
 			return nil, fmt.Errorf("resource metrics cache: %w", err)
 		}
 	}
@@ -227,22 +229,4 @@ func filterLabels(objs []any, selector labels.Selector) []*metav1.PartialObjectM
 		out = append(out, m)
 	}
 	return out
-}
-
-// stripObjectMeta keeps name, namespace, labels and what informers rely on.
-func stripObjectMeta(obj any) (any, error) {
-	p, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			Namespace:       p.Namespace,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-			Labels:          p.Labels,
-		},
-	}, nil
 }
