@@ -96,12 +96,14 @@ type Config struct {
 // may be shared between concurrent callers and with the cache: callers must
 // treat returned vectors, label sets and slices as read-only.
 type Client struct {
-	api     v1.API
-	http    *http.Client
-	timeout time.Duration
-	flights *group
-	cache   *resultCache
-	metrics *metrics.Metrics
+	api      v1.API
+	verb     *verbClient
+	queryURL url.URL
+	http     *http.Client
+	timeout  time.Duration
+	flights  *group
+	cache    *resultCache
+	metrics  *metrics.Metrics
 }
 
 // New builds a Client from cfg.
@@ -143,13 +145,16 @@ func New(cfg Config) (*Client, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
+	vc := &verbClient{inner: inner, verb: verb}
 	return &Client{
-		api:     v1.NewAPI(&verbClient{inner: inner, verb: verb}),
-		http:    cfg.HTTPClient,
-		timeout: timeout,
-		flights: &group{},
-		cache:   &resultCache{ttl: cfg.CacheTTL, clock: clk},
-		metrics: m,
+		api:      v1.NewAPI(vc),
+		verb:     vc,
+		queryURL: *inner.URL(queryPath, nil),
+		http:     cfg.HTTPClient,
+		timeout:  timeout,
+		flights:  &group{},
+		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
+		metrics:  m,
 	}, nil
 }
 
@@ -175,12 +180,12 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
 	v, err := c.call(ctx, metrics.EndpointQuery, query, key, func(ctx context.Context) (any, error) {
-		val, warnings, _, err := c.api.Query(ctx, query, ts)
+		vec, warnings, err := c.query(ctx, query, ts)
 		logWarnings(metrics.EndpointQuery, query, warnings)
 		if err != nil {
 			return nil, err
 		}
-		return toVector(val)
+		return vec, nil
 	})
 	if err != nil {
 		return nil, err
@@ -297,18 +302,29 @@ func (c *Client) send(ctx context.Context, endpoint, desc, key string, fn func(c
 	return v, nil
 }
 
-// toVector converts an instant query result to a vector.
-func toVector(val model.Value) (model.Vector, error) {
-	switch v := val.(type) {
-	case model.Vector:
-		return v, nil
-	case *model.Scalar:
-		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: v.Value, Timestamp: v.Timestamp}}, nil
-	case nil:
-		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
-	default:
-		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: fmt.Sprintf("unexpected result type %s for an instant query (want vector or scalar)", val.Type())}
+// queryPath is the instant query endpoint below the address.
+const queryPath = "/api/v1/query"
+
+// query sends an instant query and decodes the answer with the streaming
+// decoder (decodeQueryAnswer); requests and errors are those of
+// client_golang's v1 API Query followed by toVector.
+func (c *Client) query(ctx context.Context, query string, ts time.Time) (model.Vector, v1.Warnings, error) {
+	args := c.queryURL.Query()
+	args.Set("query", query)
+	if !ts.IsZero() {
+		args.Set("time", formatTime(ts))
 	}
+	resp, body, err := c.verb.query(ctx, c.queryURL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	return decodeQueryAnswer(resp.StatusCode, body)
+}
+
+// formatTime renders an evaluation time as Prometheus' float seconds, the
+// way client_golang does.
+func formatTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.Unix())+float64(t.Nanosecond())/1e9, 'f', -1, 64)
 }
 
 func logWarnings(endpoint, desc string, warnings v1.Warnings) {

@@ -48,11 +48,64 @@ func (v *verbClient) Do(ctx context.Context, req *http.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, err
 	}
+	return v.send(ctx, req, st)
+}
+
+// send sends req and records the answer's status code.
+func (v *verbClient) send(ctx context.Context, req *http.Request, st *requestState) (*http.Response, []byte, error) {
 	resp, body, err := v.inner.Do(ctx, req)
 	if st != nil && resp != nil {
 		st.status = resp.StatusCode
 	}
 	return resp, body, err
+}
+
+// query sends the arguments of an API call to u exactly as client_golang's
+// v1 API followed by Do would (a form POST turned into the configured verb,
+// GET again when the answer is 403, 405 or 501), without building and then
+// re-parsing the form, and returns the answer and its body.
+func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values) (*http.Response, []byte, error) {
+	st, _ := ctx.Value(requestStateKey{}).(*requestState)
+	if st != nil && st.timeout > 0 {
+		args.Set("timeout", formatTimeout(st.timeout))
+	}
+	encoded := args.Encode()
+	u.RawQuery = ""
+	method := v.verb
+	if method == http.MethodGet && len(u.String())+1+len(encoded) > MaxGETURLLength {
+		method = http.MethodPost
+	}
+	req, err := newArgsRequest(ctx, method, u, encoded)
+	if err != nil {
+		return nil, nil, err
+	}
+	// client_golang marks its POST idempotent (the header is not sent), so
+	// that the transport may retry it on a broken keep-alive connection.
+	req.Header["Idempotency-Key"] = nil
+	resp, body, err := v.send(ctx, req, st)
+	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusMethodNotAllowed ||
+		resp.StatusCode == http.StatusNotImplemented) {
+		if req, err = newArgsRequest(ctx, http.MethodGet, u, encoded); err != nil {
+			return nil, nil, err
+		}
+		return v.send(ctx, req, st)
+	}
+	return resp, body, err
+}
+
+// newArgsRequest builds a GET with the encoded arguments in the URL or a
+// form POST with them in the body.
+func newArgsRequest(ctx context.Context, method string, u url.URL, encoded string) (*http.Request, error) {
+	if method == http.MethodGet {
+		u.RawQuery = encoded
+		return http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(encoded))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
 }
 
 // rewrite picks the method and adds the timeout parameter.

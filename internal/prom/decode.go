@@ -1,0 +1,936 @@
+package prom
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// This file decodes the answer of an instant query (/api/v1/query) with a
+// single-pass scanner instead of client_golang's reflection-based decoding
+// (encoding/json under json-iterator, about 9 us per sample): the CPU of a
+// pods/* request over many pods is mostly that decoding.
+//
+// The accepted language and the values produced are those of client_golang
+// (api/prometheus/v1 over encoding/json) on the same body, quirks included,
+// so that behaviour does not depend on the decoder: object member names
+// match case-insensitively, the last of duplicate members wins (duplicate
+// "metric" objects merge), a null label value is "", a null "value" or
+// element of it leaves the timestamp or value at zero, extra elements of
+// "value" are ignored, timestamps keep millisecond precision (truncated),
+// sample values are the raw text between the quotes as strconv.ParseFloat
+// reads it ("NaN", "+Inf", "-Inf"), invalid UTF-8 and lone surrogates become
+// U+FFFD, and the whole body must be valid JSON. FuzzDecodeVector checks the
+// agreement. One deliberate difference: a null element of the result is an
+// error here, where client_golang returns a nil *model.Sample that every
+// caller would dereference.
+//
+// Native histogram samples ("histogram") are rare in the answers the adapter
+// asks for; their value is handed to model.SampleHistogramPair's own
+// decoding.
+
+// decodeQueryAnswer turns an instant query answer (its HTTP status code and
+// body) into a vector, exactly as client_golang's v1 API followed by toVector
+// would: errors are *v1.Error values with the same Type, Msg and Detail, so
+// that classify gives the same outcome, and warnings are returned whenever
+// they could be read.
+func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error) {
+	if code/100 != 2 {
+		if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
+			typ, msg := errorTypeAndMsgFor(code)
+			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+		}
+		// Prometheus' own error envelope; data, if any, is not looked at.
+		a, err := decodeAnswer(body, false)
+		if err != nil {
+			typ, msg := errorTypeAndMsgFor(code)
+			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+		}
+		if a.status == "success" {
+			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
+		}
+		if a.errorType == "" {
+			a.errorType = string(v1.ErrClient)
+		}
+		if a.errMsg == "" {
+			a.errMsg = fmt.Sprintf("client error: %d", code)
+		}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+	}
+
+	a, err := decodeAnswer(body, true)
+	if err != nil {
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
+	}
+	if a.status == "error" {
+		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+	}
+	switch a.kind {
+	case resultVector:
+		return a.vec, a.warnings, nil
+	case resultScalar:
+		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
+	case resultMatrix:
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
+	default:
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+	}
+}
+
+// errorTypeAndMsgFor describes an HTTP error status the way client_golang does.
+func errorTypeAndMsgFor(code int) (v1.ErrorType, string) {
+	switch code / 100 {
+	case 4:
+		return v1.ErrClient, fmt.Sprintf("client error: %d", code)
+	case 5:
+		return v1.ErrServer, fmt.Sprintf("server error: %d", code)
+	}
+	return v1.ErrBadResponse, fmt.Sprintf("bad response code %d", code)
+}
+
+type resultKind uint8
+
+const (
+	resultNone resultKind = iota
+	resultVector
+	resultScalar
+	resultMatrix
+)
+
+// answer is the decoded envelope of a Prometheus API answer.
+type answer struct {
+	status    string
+	errorType string
+	errMsg    string
+	warnings  []string
+
+	kind   resultKind
+	vec    model.Vector
+	scalar model.Scalar
+}
+
+// decodeAnswer decodes a whole body. With withData false the "data" member
+// is only checked to be JSON.
+func decodeAnswer(body []byte, withData bool) (answer, error) {
+	d := decoder{s: scanner{b: body}}
+	var a answer
+	err := d.answer(&a, withData)
+	if err == nil {
+		d.s.ws()
+		if d.s.i < len(d.s.b) {
+			err = d.s.errUnexpected("after the top-level value")
+		}
+	}
+	return a, err
+}
+
+// decoder holds the state of one decoding: the scanner and the label names
+// and values of the previous sample, reused by the next one when equal (the
+// samples of an answer usually share their label names and some values).
+type decoder struct {
+	s scanner
+
+	names  map[string]string
+	labels []labelPair // the sample being decoded
+	prev   []labelPair // the previous sample's labels
+	slab   []model.Sample
+}
+
+type labelPair struct {
+	name, value string
+}
+
+func (d *decoder) answer(a *answer, withData bool) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case 'n':
+		return s.literal("null")
+	case '{':
+	default:
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the answer is a JSON %s, not an object", kindOf(c))
+	}
+	dataDetached := false
+	empty, err := s.objStart()
+	for more := !empty; more && err == nil; more, err = s.objNext() {
+		var key []byte
+		var plain bool
+		if key, plain, err = s.key(); err != nil {
+			return err
+		}
+		switch {
+		case keyIs(key, plain, "status"):
+			err = d.optString(&a.status, "status")
+		case keyIs(key, plain, "data"):
+			switch {
+			case !withData || dataDetached:
+				err = s.skip()
+			default:
+				var null bool
+				if null, err = s.isNull(); err == nil && null {
+					// encoding/json sets the interface holding the
+					// result to nil: later "data" members are not
+					// decoded into it, the result decoded so far stays.
+					dataDetached = true
+					err = s.literal("null")
+				} else if err == nil {
+					err = d.data(a)
+				}
+			}
+		case keyIs(key, plain, "errorType"):
+			err = d.optString(&a.errorType, "errorType")
+		case keyIs(key, plain, "error"):
+			err = d.optString(&a.errMsg, "error")
+		case keyIs(key, plain, "warnings"):
+			a.warnings, err = d.stringList("warnings")
+		case keyIs(key, plain, "infos"):
+			_, err = d.stringList("infos")
+		default:
+			err = s.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// optString decodes a string member into *dst; null leaves *dst alone.
+func (d *decoder) optString(dst *string, what string) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case '"':
+		raw, plain, err := s.str()
+		if err != nil {
+			return err
+		}
+		*dst = unquote(raw, plain)
+		return nil
+	case 'n':
+		return s.literal("null")
+	}
+	if err := s.skip(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%q is a JSON %s, not a string", what, kindOf(c))
+}
+
+// stringList decodes null or an array of strings (a null element is "").
+func (d *decoder) stringList(what string) ([]string, error) {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case 'n':
+		return nil, s.literal("null")
+	case '[':
+	default:
+		if err := s.skip(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%q is a JSON %s, not a list of strings", what, kindOf(c))
+	}
+	out := []string{}
+	empty, err := s.arrStart()
+	for more := !empty; more && err == nil; more, err = s.arrNext() {
+		var v string
+		if err = d.optString(&v, what); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, err
+}
+
+// data decodes the "data" object of a query answer: resultType and result,
+// in either order. A vector result that follows its resultType is decoded
+// as it is read; otherwise (and when the first attempt failed, which is not
+// an error if a later duplicate "result" replaces it) the result is decoded
+// from its recorded position once the whole object has been read.
+func (d *decoder) data(a *answer) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf(`"data" is a JSON %s, not an object`, kindOf(c))
+	}
+	var (
+		typ            model.ValueType // ValNone until read
+		resStart       = -1
+		resEnd         int
+		vec            model.Vector
+		vecStart       = -1 // where vec was decoded from
+		empty, errNext = s.objStart()
+	)
+	err = errNext
+	for more := !empty; more && err == nil; more, err = s.objNext() {
+		var key []byte
+		var plain bool
+		if key, plain, err = s.key(); err != nil {
+			return err
+		}
+		switch {
+		case keyIs(key, plain, "resultType"):
+			if typ, err = d.valueType(); err != nil {
+				return err
+			}
+		case keyIs(key, plain, "result"):
+			s.ws()
+			resStart = s.i
+			if typ == model.ValVector {
+				if v, verr := d.vector(); verr == nil {
+					vec, vecStart = v, resStart
+				} else {
+					s.i = resStart
+					err = s.skip()
+				}
+			} else {
+				err = s.skip()
+			}
+			resEnd = s.i
+		default:
+			err = s.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+
+	switch typ {
+	case model.ValVector:
+		if resStart < 0 {
+			return errors.New(`no "result" in the vector answer`)
+		}
+		if vecStart != resStart {
+			if vec, err = d.at(resStart, resEnd, d.vector); err != nil {
+				return err
+			}
+		}
+		a.kind, a.vec = resultVector, vec
+	case model.ValScalar:
+		if resStart < 0 {
+			return errors.New(`no "result" in the scalar answer`)
+		}
+		var sc model.Scalar
+		if _, err = d.at(resStart, resEnd, func() (model.Vector, error) { return nil, d.scalar(&sc) }); err != nil {
+			return err
+		}
+		a.kind, a.scalar = resultScalar, sc
+	case model.ValMatrix:
+		a.kind, a.vec = resultMatrix, nil
+	default:
+		return fmt.Errorf("unexpected value type %q", typ.String())
+	}
+	return nil
+}
+
+// at runs fn with the scanner over b[start:end], then restores it.
+func (d *decoder) at(start, end int, fn func() (model.Vector, error)) (model.Vector, error) {
+	s := &d.s
+	saved, savedB := s.i, s.b
+	s.i, s.b = start, s.b[:end]
+	v, err := fn()
+	if err == nil {
+		s.ws()
+		if s.i != end {
+			err = s.errUnexpected("after the result")
+		}
+	}
+	s.i, s.b = saved, savedB
+	return v, err
+}
+
+func (d *decoder) valueType() (model.ValueType, error) {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return model.ValNone, err
+	}
+	var name string
+	switch c {
+	case '"':
+		raw, plain, err := s.str()
+		if err != nil {
+			return model.ValNone, err
+		}
+		name = unquote(raw, plain)
+	case 'n':
+		if err := s.literal("null"); err != nil {
+			return model.ValNone, err
+		}
+	default:
+		if err := s.skip(); err != nil {
+			return model.ValNone, err
+		}
+		return model.ValNone, fmt.Errorf(`"resultType" is a JSON %s, not a string`, kindOf(c))
+	}
+	switch name {
+	case "<ValNone>":
+		return model.ValNone, nil
+	case "scalar":
+		return model.ValScalar, nil
+	case "vector":
+		return model.ValVector, nil
+	case "matrix":
+		return model.ValMatrix, nil
+	case "string":
+		return model.ValString, nil
+	}
+	return model.ValNone, fmt.Errorf("unknown value type %q", name)
+}
+
+// vector decodes null (a nil vector) or an array of samples.
+func (d *decoder) vector() (model.Vector, error) {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case 'n':
+		return nil, s.literal("null")
+	case '[':
+	default:
+		if err := s.skip(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the vector is a JSON %s, not an array", kindOf(c))
+	}
+	vec := model.Vector{}
+	empty, err := s.arrStart()
+	for more := !empty; more && err == nil; more, err = s.arrNext() {
+		smp := d.newSample()
+		if err = d.sample(smp); err != nil {
+			return nil, err
+		}
+		vec = append(vec, smp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return vec, nil
+}
+
+// newSample allocates samples in slabs: one allocation per many samples.
+func (d *decoder) newSample() *model.Sample {
+	if len(d.slab) == 0 {
+		n := 2 * cap(d.slab)
+		n = max(n, 16)
+		n = min(n, 1024)
+		d.slab = make([]model.Sample, n)
+	}
+	smp := &d.slab[0]
+	d.slab = d.slab[1:]
+	return smp
+}
+
+// sample decodes one element of a vector into smp, which is zero.
+func (d *decoder) sample(smp *model.Sample) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf("a sample is a JSON %s, not an object", kindOf(c))
+	}
+	d.labels = d.labels[:0]
+	hasMetric := false
+	var hist *model.SampleHistogramPair
+	empty, err := s.objStart()
+	for more := !empty; more && err == nil; more, err = s.objNext() {
+		var key []byte
+		var plain bool
+		if key, plain, err = s.key(); err != nil {
+			return err
+		}
+		switch {
+		case keyIs(key, plain, "metric"):
+			var null bool
+			if null, err = s.isNull(); err != nil {
+				return err
+			}
+			if null {
+				hasMetric = false
+				d.labels = d.labels[:0]
+				err = s.literal("null")
+			} else {
+				hasMetric = true
+				err = d.metric()
+			}
+		case keyIs(key, plain, "value"):
+			err = d.samplePair(smp)
+		case keyIs(key, plain, "histogram"):
+			s.ws()
+			start := s.i
+			if err = s.skip(); err != nil {
+				return err
+			}
+			if hist == nil {
+				hist = &model.SampleHistogramPair{}
+			}
+			err = hist.UnmarshalJSON(s.b[start:s.i])
+		default:
+			err = s.skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if hasMetric {
+		m := make(model.Metric, len(d.labels))
+		for _, l := range d.labels {
+			m[model.LabelName(l.name)] = model.LabelValue(l.value)
+		}
+		smp.Metric = m
+	}
+	d.labels, d.prev = d.prev[:0], d.labels
+	if hist != nil && hist.Histogram != nil {
+		smp.Timestamp, smp.Histogram, smp.Value = hist.Timestamp, hist.Histogram, 0
+	}
+	return nil
+}
+
+// metric decodes a label set object, appending to d.labels.
+func (d *decoder) metric() error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c != '{' {
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf(`"metric" is a JSON %s, not an object`, kindOf(c))
+	}
+	empty, err := s.objStart()
+	for more := !empty; more && err == nil; more, err = s.objNext() {
+		var raw []byte
+		var plain bool
+		if raw, plain, err = s.key(); err != nil {
+			return err
+		}
+		i := len(d.labels)
+		var name string
+		switch {
+		case plain && i < len(d.prev) && d.prev[i].name == string(raw):
+			name = d.prev[i].name
+		default:
+			name = d.labelName(raw, plain)
+		}
+		var value string
+		if c, err = s.peek(); err != nil {
+			return err
+		}
+		switch c {
+		case '"':
+			if raw, plain, err = s.str(); err != nil {
+				return err
+			}
+			if plain && i < len(d.prev) && d.prev[i].value == string(raw) && d.prev[i].name == name {
+				value = d.prev[i].value
+			} else {
+				value = unquote(raw, plain)
+			}
+		case 'n':
+			err = s.literal("null")
+		default:
+			if err = s.skip(); err == nil {
+				err = fmt.Errorf("the value of label %q is a JSON %s, not a string", name, kindOf(c))
+			}
+		}
+		if err != nil {
+			return err
+		}
+		d.labels = append(d.labels, labelPair{name: name, value: value})
+	}
+	return err
+}
+
+// labelName interns a label name for the duration of the decoding.
+func (d *decoder) labelName(raw []byte, plain bool) string {
+	if !plain {
+		return unquote(raw, plain)
+	}
+	if n, ok := d.names[string(raw)]; ok {
+		return n
+	}
+	if d.names == nil {
+		d.names = make(map[string]string, 8)
+	}
+	n := string(raw)
+	d.names[n] = n
+	return n
+}
+
+// samplePair decodes "value": null, or [timestamp, "value", ...] where a
+// null element leaves that field alone and elements past the second are
+// ignored (model.SamplePair's decoding under encoding/json).
+func (d *decoder) samplePair(smp *model.Sample) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case 'n':
+		return s.literal("null")
+	case '[':
+	default:
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf(`"value" is a JSON %s, not an array`, kindOf(c))
+	}
+	empty, err := s.arrStart()
+	n := 0
+	for more := !empty; more && err == nil; more, err = s.arrNext() {
+		switch n {
+		case 0:
+			err = d.timestamp(&smp.Timestamp)
+		case 1:
+			err = d.sampleValue(&smp.Value)
+		default:
+			err = s.skip()
+		}
+		if err != nil {
+			return err
+		}
+		n++
+	}
+	return err
+}
+
+// timestamp decodes a timestamp element: null (left alone) or a number.
+func (d *decoder) timestamp(t *model.Time) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		raw, err := s.num()
+		if err != nil {
+			return err
+		}
+		return parseTime(raw, t)
+	}
+	if err := s.skip(); err != nil {
+		return err
+	}
+	return fmt.Errorf("a timestamp is a JSON %s, not a number", kindOf(c))
+}
+
+// sampleValue decodes a value element: null (left alone) or a string whose
+// raw text (escapes are not interpreted) strconv.ParseFloat accepts.
+func (d *decoder) sampleValue(v *model.SampleValue) error {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	switch c {
+	case 'n':
+		return s.literal("null")
+	case '"':
+		raw, _, err := s.str()
+		if err != nil {
+			return err
+		}
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return fmt.Errorf("sample value: %w", err)
+		}
+		*v = model.SampleValue(f)
+		return nil
+	}
+	if err := s.skip(); err != nil {
+		return err
+	}
+	return fmt.Errorf("sample value is a JSON %s, not a quoted string", kindOf(c))
+}
+
+// scalar decodes a scalar result: [timestamp, "value", ...]. Unlike a
+// sample's value, the string is unescaped before parsing; a missing or null
+// value is an error (model.Scalar's decoding).
+func (d *decoder) scalar(sc *model.Scalar) (err error) {
+	s := &d.s
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	var text string
+	switch c {
+	case 'n':
+		if err := s.literal("null"); err != nil {
+			return err
+		}
+	case '[':
+		empty, err := s.arrStart()
+		n := 0
+		for more := !empty; more && err == nil; more, err = s.arrNext() {
+			switch n {
+			case 0:
+				err = d.timestamp(&sc.Timestamp)
+			case 1:
+				err = d.optString(&text, "scalar value")
+			default:
+				err = s.skip()
+			}
+			if err != nil {
+				return err
+			}
+			n++
+		}
+		if err != nil {
+			return err
+		}
+	default:
+		if err := s.skip(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the scalar is a JSON %s, not an array", kindOf(c))
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return fmt.Errorf("error parsing sample value: %w", err)
+	}
+	sc.Value = model.SampleValue(f)
+	return nil
+}
+
+// parseTime reads a JSON number as model.Time's UnmarshalJSON does: whole
+// seconds, then at most three digits of fraction (truncated); a number with
+// an exponent is an error; overflow wraps as int64 arithmetic does.
+func parseTime(raw []byte, t *model.Time) error {
+	// Fast path: digits, optionally a fraction of digits, no sign, no
+	// exponent, small enough not to overflow.
+	sec, frac, ok := int64(0), int64(0), len(raw) > 0
+	i := 0
+	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		sec = sec*10 + int64(raw[i]-'0')
+	}
+	if i == 0 || i > 15 {
+		ok = false
+	}
+	if ok && i < len(raw) {
+		if raw[i] != '.' {
+			ok = false
+		} else {
+			digits := 0
+			for i++; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+				if digits < 3 {
+					frac = frac*10 + int64(raw[i]-'0')
+				}
+				digits++
+			}
+			if i < len(raw) || digits == 0 {
+				ok = false
+			}
+			for ; digits < 3; digits++ {
+				frac *= 10
+			}
+		}
+	}
+	if ok {
+		*t = model.Time(sec*1000 + frac)
+		return nil
+	}
+	return parseTimeSlow(string(raw), t)
+}
+
+// parseTimeSlow is model.Time's UnmarshalJSON for any number text.
+func parseTimeSlow(text string, t *model.Time) error {
+	const second = 1000
+	base, frac, found := cutByte(text, '.')
+	v, err := strconv.ParseInt(base, 10, 64)
+	if err != nil {
+		return fmt.Errorf("timestamp: %w", err)
+	}
+	if !found {
+		*t = model.Time(v * second)
+		return nil
+	}
+	prec := 3 - len(frac)
+	if prec < 0 {
+		frac = frac[:3]
+	}
+	va, err := strconv.ParseInt(frac, 10, 32)
+	if err != nil {
+		return fmt.Errorf("timestamp: %w", err)
+	}
+	switch prec {
+	case 1:
+		va *= 10
+	case 2:
+		va *= 100
+	}
+	if len(base) > 0 && base[0] == '-' {
+		va = -va
+	}
+	*t = model.Time(v*second + va)
+	return nil
+}
+
+func cutByte(s string, sep byte) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// keyIs reports whether an object member name (raw, as in the body) is name
+// as encoding/json matches struct fields: exactly, or else case-insensitively
+// after unescaping.
+func keyIs(raw []byte, plain bool, name string) bool {
+	if plain && string(raw) == name {
+		return true
+	}
+	if plain {
+		return bytes.EqualFold(raw, []byte(name))
+	}
+	return bytes.EqualFold([]byte(unquote(raw, false)), []byte(name))
+}
+
+// kindOf names the JSON kind of a value from its first byte, for errors.
+func kindOf(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// unquote returns the string a JSON string's raw contents (between the
+// quotes, already validated by the scanner) stand for, as encoding/json
+// decodes it: escapes interpreted, surrogate pairs combined, lone
+// surrogates and invalid UTF-8 replaced by U+FFFD. plain means raw holds
+// neither escapes nor non-ASCII bytes.
+func unquote(raw []byte, plain bool) string {
+	if plain {
+		return string(raw)
+	}
+	out := make([]byte, 0, len(raw)+2*utf8.UTFMax)
+	for r := 0; r < len(raw); {
+		c := raw[r]
+		switch {
+		case c == '\\':
+			r++
+			switch e := raw[r]; e {
+			case '"', '\\', '/', '\'':
+				out = append(out, e)
+				r++
+			case 'b':
+				out = append(out, '\b')
+				r++
+			case 'f':
+				out = append(out, '\f')
+				r++
+			case 'n':
+				out = append(out, '\n')
+				r++
+			case 'r':
+				out = append(out, '\r')
+				r++
+			case 't':
+				out = append(out, '\t')
+				r++
+			case 'u':
+				rr := getu4(raw[r-1:])
+				r += 5
+				if utf16.IsSurrogate(rr) {
+					rr1 := getu4(raw[r:])
+					if dec := utf16.DecodeRune(rr, rr1); dec != unicode.ReplacementChar {
+						out = utf8.AppendRune(out, dec)
+						r += 6
+						break
+					}
+					rr = unicode.ReplacementChar
+				}
+				out = utf8.AppendRune(out, rr)
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(raw[r:])
+			if rr == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, raw[r:r+size]...)
+			}
+			r += size
+		}
+	}
+	return string(out)
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}

@@ -1,0 +1,442 @@
+package prom
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// answerClient is an api.Client that answers every request with one status
+// code and body: it runs client_golang's own decoding over a body.
+type answerClient struct {
+	code int
+	body []byte
+}
+
+var _ api.Client = answerClient{}
+
+func (c answerClient) URL(ep string, _ map[string]string) *url.URL {
+	return &url.URL{Scheme: "http", Host: "prometheus", Path: ep}
+}
+
+func (c answerClient) Do(_ context.Context, _ *http.Request) (*http.Response, []byte, error) {
+	return &http.Response{StatusCode: c.code, Body: io.NopCloser(bytes.NewReader(c.body))}, c.body, nil
+}
+
+// referenceDecode is what the client did before the streaming decoder:
+// client_golang's v1 Query over the answer, then toVector.
+func referenceDecode(code int, body []byte) (model.Vector, v1.Warnings, error) {
+	val, warnings, _, err := v1.NewAPI(answerClient{code: code, body: body}).Query(context.Background(), "q", time.Time{})
+	if err != nil {
+		return nil, warnings, err
+	}
+	vec, err := toVector(val)
+	return vec, warnings, err
+}
+
+// toVector converts client_golang's instant query result to a vector (the
+// conversion the client did before the streaming decoder).
+func toVector(val model.Value) (model.Vector, error) {
+	switch v := val.(type) {
+	case model.Vector:
+		return v, nil
+	case *model.Scalar:
+		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: v.Value, Timestamp: v.Timestamp}}, nil
+	case nil:
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+	default:
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: fmt.Sprintf("unexpected result type %s for an instant query (want vector or scalar)", val.Type())}
+	}
+}
+
+// exactValues compares sample values bit for bit (NaN equals NaN, -0 is not 0).
+var exactValues = cmp.Comparer(func(a, b model.SampleValue) bool {
+	return math.Float64bits(float64(a)) == math.Float64bits(float64(b))
+})
+
+func sample(ts model.Time, v float64, labels ...string) *model.Sample {
+	m := model.Metric{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
+	}
+	return &model.Sample{Metric: m, Value: model.SampleValue(v), Timestamp: ts}
+}
+
+func vectorAnswer(result string) string {
+	return `{"status":"success","data":{"resultType":"vector","result":` + result + `}}`
+}
+
+func TestDecodeQueryAnswer(t *testing.T) {
+	const ts = model.Time(1700000000000)
+	tests := []struct {
+		name         string
+		code         int // 200 when zero
+		body         string
+		want         model.Vector
+		wantWarnings v1.Warnings
+		wantErr      *v1.Error // Msg "" means any message
+		wantInMsg    string
+		// differs marks a deliberate difference from client_golang.
+		differs bool
+	}{
+		{
+			name: "two samples",
+			body: vectorAnswer(`[{"metric":{"namespace":"default","pod":"a"},"value":[1700000000,"0.5"]},` +
+				`{"metric":{"namespace":"default","pod":"b"},"value":[1700000000,"1.5"]}]`),
+			want: model.Vector{sample(ts, 0.5, "namespace", "default", "pod", "a"), sample(ts, 1.5, "namespace", "default", "pod", "b")},
+		},
+		{
+			name: "escapes",
+			body: vectorAnswer(`[{"metric":{"po\u0064":"caf\u00e9","s":"\ud83d\ude00","lone":"\ud800x","esc":"\"\\\/\b\f\n\r\t","raw":"é"},"value":[1700000000,"1"]}]`),
+			want: model.Vector{sample(ts, 1, "pod", "café", "s", "😀", "lone", "\uFFFDx", "esc", "\"\\/\b\f\n\r\t", "raw", "é")},
+		},
+		{
+			name: "invalid UTF-8 becomes U+FFFD",
+			body: vectorAnswer("[{\"metric\":{\"a\":\"x\xffy\"},\"value\":[1700000000,\"1\"]}]"),
+			want: model.Vector{sample(ts, 1, "a", "x\uFFFDy")},
+		},
+		{
+			name: "NaN and infinities",
+			body: vectorAnswer(`[{"metric":{"v":"nan"},"value":[1700000000,"NaN"]},{"metric":{"v":"+inf"},"value":[1700000000,"+Inf"]},` +
+				`{"metric":{"v":"-inf"},"value":[1700000000,"-Inf"]},{"metric":{"v":"-0"},"value":[1700000000,"-0"]},{"metric":{"v":"exp"},"value":[1700000000,"1e-3"]}]`),
+			want: model.Vector{sample(ts, math.NaN(), "v", "nan"), sample(ts, math.Inf(1), "v", "+inf"),
+				sample(ts, math.Inf(-1), "v", "-inf"), sample(ts, math.Copysign(0, -1), "v", "-0"), sample(ts, 0.001, "v", "exp")},
+		},
+		{
+			name: "fractional and odd timestamps",
+			body: vectorAnswer(`[{"metric":{},"value":[1700000000.123456,"1"]},{"metric":{},"value":[1700000000.5,"1"]},` +
+				`{"metric":{},"value":[-1.5,"1"]},{"metric":{},"value":[0.001,"1"]},{"metric":{},"value":[-0,"1"]}]`),
+			want: model.Vector{sample(ts+123, 1), sample(ts+500, 1), sample(-1500, 1), sample(1, 1), sample(0, 1)},
+		},
+		{
+			name: "empty result",
+			body: vectorAnswer(`[]`),
+			want: model.Vector{},
+		},
+		{
+			name: "null result",
+			body: vectorAnswer(`null`),
+			want: nil,
+		},
+		{
+			name: "scalar",
+			body: `{"status":"success","data":{"resultType":"scalar","result":[1700000000.25,"4\u0032"]}}`,
+			want: model.Vector{sample(ts+250, 42)},
+		},
+		{
+			name: "whitespace, unknown members, result before resultType",
+			body: " \n{ \"status\" : \"success\" , \"stats\":{\"timings\":[1,2,{\"x\":null}]}, \"data\" :\t{\"result\" : [ { \"metric\" : { \"a\" : \"b\" } ,\r\n" +
+				" \"extra\":[true,false,null,-1.5e+3], \"value\" : [ 1700000000 , \"2\" ] } ] , \"resultType\" : \"vector\" } } \n",
+			want: model.Vector{sample(ts, 2, "a", "b")},
+		},
+		{
+			name: "member names match case-insensitively",
+			body: `{"STATUS":"success","Data":{"ResultType":"vector","RESULT":[{"Metric":{"a":"b"},"VALUE":[1700000000,"3"]}]}}`,
+			want: model.Vector{sample(ts, 3, "a", "b")},
+		},
+		{
+			name: "duplicate metric objects merge, null label value is empty",
+			body: vectorAnswer(`[{"metric":{"a":"1"},"metric":{"b":"2","a":null},"value":[1700000000,"1"]}]`),
+			want: model.Vector{sample(ts, 1, "a", "", "b", "2")},
+		},
+		{
+			name: "no metric and null value give zero fields",
+			body: vectorAnswer(`[{"value":null},{"metric":{},"value":[null,"7",{"ignored":1}]}]`),
+			want: model.Vector{{}, sample(0, 7)},
+		},
+		{
+			name:         "warnings",
+			body:         `{"status":"success","warnings":["w1","w\u0032"],"infos":["i"],"data":{"resultType":"vector","result":[]}}`,
+			want:         model.Vector{},
+			wantWarnings: v1.Warnings{"w1", "w2"},
+		},
+		{
+			name: "histogram sample",
+			body: vectorAnswer(`[{"metric":{"a":"b"},"histogram":[1700000000,{"count":"2","sum":"3","buckets":[[0,"0","1","2"]]}]}]`),
+			want: model.Vector{{Metric: model.Metric{"a": "b"}, Timestamp: ts, Histogram: &model.SampleHistogram{
+				Count: 2, Sum: 3, Buckets: model.HistogramBuckets{{Boundaries: 0, Lower: 0, Upper: 1, Count: 2}}}}},
+		},
+		{
+			name:      "bad PromQL",
+			code:      http.StatusBadRequest,
+			body:      `{"status":"error","errorType":"bad_data","error":"parse error: unexpected end of input"}`,
+			wantErr:   &v1.Error{Type: v1.ErrBadData, Msg: "parse error: unexpected end of input"},
+			wantInMsg: "parse error",
+		},
+		{
+			name:    "execution error as 422 with warnings",
+			code:    http.StatusUnprocessableEntity,
+			body:    `{"status":"error","errorType":"execution","error":"many-to-many","warnings":["w"]}`,
+			wantErr: &v1.Error{Type: v1.ErrExec, Msg: "many-to-many"}, wantWarnings: v1.Warnings{"w"},
+		},
+		{
+			name:    "400 without error details",
+			code:    http.StatusBadRequest,
+			body:    `{"status":"error"}`,
+			wantErr: &v1.Error{Type: v1.ErrClient, Msg: "client error: 400"},
+		},
+		{
+			name:    "400 that is not JSON",
+			code:    http.StatusBadRequest,
+			body:    `bad request`,
+			wantErr: &v1.Error{Type: v1.ErrClient, Msg: "client error: 400", Detail: "bad request"},
+		},
+		{
+			name:    "400 saying success",
+			code:    http.StatusBadRequest,
+			body:    vectorAnswer(`[]`),
+			wantErr: &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"},
+		},
+		{
+			name:    "503 keeps the body as detail",
+			code:    http.StatusServiceUnavailable,
+			body:    `{"status":"error","errorType":"timeout","error":"query timed out"}`,
+			wantErr: &v1.Error{Type: v1.ErrServer, Msg: "server error: 503", Detail: `{"status":"error","errorType":"timeout","error":"query timed out"}`},
+		},
+		{
+			name:    "error status with 200",
+			body:    `{"status":"error","errorType":"bad_data","error":"invalid parameter"}`,
+			wantErr: &v1.Error{Type: v1.ErrBadData, Msg: "invalid parameter"},
+		},
+		{
+			name:      "truncated",
+			body:      vectorAnswer(`[{"metric":{"a":"b"},"value":[1700000000,"1"]}]`)[:40],
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "truncated",
+		},
+		{
+			name:      "truncated inside a string",
+			body:      `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"b`,
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "truncated",
+		},
+		{
+			name:      "trailing garbage",
+			body:      vectorAnswer(`[]`) + ` x`,
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "after the top-level value",
+		},
+		{
+			name:      "empty body",
+			body:      ``,
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "truncated",
+		},
+		{
+			name:      "raw control character in a string",
+			body:      vectorAnswer("[{\"metric\":{\"a\":\"b\nc\"},\"value\":[1,\"1\"]}]"),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "in string literal",
+		},
+		{
+			name:      "escape in a sample value",
+			body:      vectorAnswer(`[{"metric":{},"value":[1,"1\u002e5"]}]`),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "sample value",
+		},
+		{
+			name:      "exponent in a timestamp",
+			body:      vectorAnswer(`[{"metric":{},"value":[1.7e9,"1"]}]`),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "timestamp",
+		},
+		{
+			name:      "number as label value",
+			body:      vectorAnswer(`[{"metric":{"a":1},"value":[1,"1"]}]`),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "not a string",
+		},
+		{
+			name:    "matrix",
+			body:    `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
+			wantErr: &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"},
+		},
+		{
+			name:    "string",
+			body:    `{"status":"success","data":{"resultType":"string","result":[1,"x"]}}`,
+			wantErr: &v1.Error{Type: v1.ErrBadResponse, Msg: `unexpected value type "string"`},
+		},
+		{
+			name:    "no data",
+			body:    `{"status":"success"}`,
+			wantErr: &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"},
+		},
+		{
+			name:      "no result",
+			body:      `{"status":"success","data":{"resultType":"vector"}}`,
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "result",
+		},
+		{
+			name:      "null sample",
+			body:      vectorAnswer(`[null]`),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "not an object",
+			differs:   true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code := tc.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			got, warnings, err := decodeQueryAnswer(code, []byte(tc.body))
+			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("decodeQueryAnswer: %v", err)
+				}
+				if diff := cmp.Diff(tc.want, got, exactValues); diff != "" {
+					t.Errorf("vector (-want +got):\n%s", diff)
+				}
+			} else {
+				var apiErr *v1.Error
+				if !errors.As(err, &apiErr) {
+					t.Fatalf("error %v (%T) is not a *v1.Error", err, err)
+				}
+				if apiErr.Type != tc.wantErr.Type || tc.wantErr.Msg != "" && apiErr.Msg != tc.wantErr.Msg || apiErr.Detail != tc.wantErr.Detail {
+					t.Errorf("error %#v, want %#v", apiErr, tc.wantErr)
+				}
+				if !strings.Contains(err.Error(), tc.wantInMsg) {
+					t.Errorf("error %q lacks %q", err, tc.wantInMsg)
+				}
+			}
+			if !tc.differs {
+				checkAgainstReference(t, code, []byte(tc.body))
+			}
+		})
+	}
+}
+
+// checkAgainstReference checks that the streaming decoder and client_golang
+// agree on an answer: the same vector when client_golang accepts it, an
+// error of the same type (and, for errors from Prometheus rather than from
+// decoding, the same message and detail) when it does not.
+func checkAgainstReference(t *testing.T, code int, body []byte) {
+	t.Helper()
+	got, _, gotErr := decodeQueryAnswer(code, body)
+	want, _, wantErr := referenceDecode(code, body)
+	if wantErr == nil {
+		if gotErr != nil {
+			for _, s := range want {
+				if s == nil {
+					return // deliberate: a null sample is an error here
+				}
+			}
+			t.Fatalf("client_golang accepts %q, the decoder says %v", body, gotErr)
+		}
+		if diff := cmp.Diff(want, got, exactValues); diff != "" {
+			t.Fatalf("decoding %q (-client_golang +decoder):\n%s", body, diff)
+		}
+		return
+	}
+	if gotErr == nil {
+		t.Fatalf("client_golang rejects %q (%v), the decoder accepts it: %v", body, wantErr, got)
+	}
+	var wantAPI, gotAPI *v1.Error
+	if !errors.As(wantErr, &wantAPI) || !errors.As(gotErr, &gotAPI) {
+		t.Fatalf("errors %v / %v: not both *v1.Error", wantErr, gotErr)
+	}
+	if wantAPI.Type == v1.ErrBadResponse && gotAPI.Type == v1.ErrBadResponse && wantAPI.Detail == "" && gotAPI.Detail == "" {
+		return // both could not decode it; the messages differ
+	}
+	if wantAPI.Type == v1.ErrBadResponse && isMatrixAnswer(body) {
+		return // deliberate: a matrix is not decoded, only refused
+	}
+	if wantAPI.Type != gotAPI.Type || wantAPI.Msg != gotAPI.Msg || wantAPI.Detail != gotAPI.Detail {
+		t.Fatalf("answer %d %q: client_golang says %#v, the decoder %#v", code, body, wantAPI, gotAPI)
+	}
+}
+
+func isMatrixAnswer(body []byte) bool {
+	a, err := decodeAnswer(body, true)
+	return err == nil && a.kind == resultMatrix
+}
+
+// TestQueryFallsBackToGET checks the client_golang behaviour kept by the
+// new request path: an answer 403, 405 or 501 to a query is retried as GET.
+func TestQueryFallsBackToGET(t *testing.T) {
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		io.WriteString(w, vectorBody)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL + "/p?tenant=a", Verb: http.MethodPost, Timeout: 5 * time.Second})
+	got, err := c.Query(context.Background(), "up", time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	if len(got) != 1 || got[0].Metric["pod"] != "a" {
+		t.Errorf("result %v", got)
+	}
+	reqs := f.requests()
+	var methods []string
+	for _, r := range reqs {
+		methods = append(methods, r.Method)
+		if r.Path != "/p/api/v1/query" || r.Args.Get("query") != "up" || r.Args.Get("time") != "1700000000" ||
+			r.Args.Get("timeout") != "5s" || r.Args.Get("tenant") != "a" {
+			t.Errorf("request %s %s %v", r.Method, r.Path, r.Args)
+		}
+	}
+	if diff := cmp.Diff([]string{http.MethodPost, http.MethodGet}, methods); diff != "" {
+		t.Errorf("methods (-want +got):\n%s", diff)
+	}
+}
+
+// benchAnswer is a Prometheus answer of n samples shaped like the adapter's
+// pods/* query: sum by (namespace, pod).
+func benchAnswer(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"status":"success","data":{"resultType":"vector","result":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"metric":{"namespace":"big","pod":"worker-%05d"},"value":[1764493200.123,"%g"]}`, i, float64(i)/4)
+	}
+	b.WriteString(`]}}`)
+	return b.Bytes()
+}
+
+func BenchmarkDecodeVector(b *testing.B) {
+	for _, n := range []int{100, 5000} {
+		body := benchAnswer(n)
+		for _, impl := range []struct {
+			name   string
+			decode func(int, []byte) (model.Vector, v1.Warnings, error)
+		}{
+			{name: "client_golang", decode: referenceDecode},
+			{name: "streaming", decode: decodeQueryAnswer},
+		} {
+			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					vec, _, err := impl.decode(http.StatusOK, body)
+					if err != nil || len(vec) != n {
+						b.Fatalf("%d samples, %v", len(vec), err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/sample")
+			})
+		}
+	}
+}
