@@ -22,28 +22,66 @@ import (
 	"github.com/promscaler/promscaler/pkg/naming"
 )
 
-// Prometheus is what discovery asks Prometheus: instant queries (the
-// grouped strategy), series lists (the series strategy and fallback) and
-// label names (to find the labels a resources.template maps). *prom.Client
-// implements it.
+// Prometheus is what discovery asks Prometheus: label values and label
+// names with match[] (the labels strategy, and the label names a
+// resources.template maps for the grouped strategy), instant queries (the
+// grouped strategy) and series lists (the series strategy and fallback).
+// *prom.Client implements it.
 type Prometheus interface {
 	prom.Querier
 	prom.SeriesLister
 	prom.LabelNamesLister
+	prom.LabelValuesLister
 }
 
 // Strategy is how discovery asks Prometheus for a seriesQuery.
+//
+// StrategyLabels and StrategySeries use the series index over
+// [now-MaxAge, now], so they see series that have a sample in a block or
+// head chunk overlapping that window (block-granular: a series that stopped
+// up to a block length, 2 h by default, before the window may still be
+// seen); this is what prometheus-adapter uses. StrategyGrouped reads samples
+// and sees exactly the series with a sample in the window, at a much higher
+// cost in Prometheus.
 type Strategy int
 
 const (
-	// StrategyGrouped (the default) sends one instant query per distinct
-	// seriesQuery that Prometheus answers with one row per distinct
-	// (series name, namespace, set of resource labels present):
+	// StrategyLabels (the default) asks only Prometheus' index, per
+	// distinct seriesQuery:
+	//
+	//  1. /api/v1/label/__name__/values?match[]=SERIES_QUERY: the series
+	//     names; names that no rule of the seriesQuery keeps (seriesFilters,
+	//     name.matches) are dropped here, so the cost grows with the metrics
+	//     served, not with every name the seriesQuery selects;
+	//  2. per kept name N, with at most Options.Concurrency requests in
+	//     flight: /api/v1/labels?match[]=SERIES_QUERY,__name__="N" (the
+	//     label names N has), then for each label L a rule maps to a
+	//     resource, the namespaces of N's series having L
+	//     (/api/v1/label/NAMESPACE_LABEL/values with L!="") and whether
+	//     series of N with L and no namespace label exist (/api/v1/labels
+	//     with L!="",NAMESPACE_LABEL="").
+	//
+	// The rows built from these answers give exactly the index the series
+	// strategy gives for the same series: resource mapping reads label names
+	// only, per label, plus whether the series is namespaced and its
+	// namespace. Each request costs Prometheus an index lookup (tens of
+	// milliseconds for a million series) instead of decoding every series'
+	// chunks (grouped) or serialising every series (series). A backend that
+	// rejects match[] on these endpoints (400/422/404) gets StrategySeries
+	// for that seriesQuery, kept for the Discoverer's lifetime (logged once).
+	StrategyLabels Strategy = iota
+	// StrategyGrouped sends one instant query per distinct seriesQuery that
+	// Prometheus answers with one row per distinct (series name, namespace,
+	// set of resource labels present):
 	//
 	//	sum by (__name__, namespace, promscaler_has_0) (
 	//	  label_replace(
 	//	    count by (__name__, namespace, pod) (last_over_time(SERIES_QUERY[MAX_AGE])),
 	//	    "promscaler_has_0", "1", "pod", ".+"))
+	//
+	// It is sample-precise (a series is seen when it has a sample in the
+	// last MaxAge) but Prometheus decodes every selected series' chunks:
+	// for a million series, several CPU-seconds per relist.
 	//
 	// Only label names matter for resource mapping, so object names are
 	// folded into presence flags and the answer grows with distinct
@@ -56,15 +94,20 @@ const (
 	// keep_metric_names modifier; when that is rejected too, that
 	// seriesQuery falls back to StrategySeries. The working form is kept for
 	// the Discoverer's lifetime (logged once).
-	StrategyGrouped Strategy = iota
+	StrategyGrouped
 	// StrategySeries lists every series with /api/v1/series, as
 	// prometheus-adapter does.
 	StrategySeries
 )
 
-// String returns "grouped" or "series".
+// Strategies lists the strategies, the default first.
+var Strategies = []Strategy{StrategyLabels, StrategyGrouped, StrategySeries}
+
+// String returns "labels", "grouped" or "series".
 func (s Strategy) String() string {
 	switch s {
+	case StrategyLabels:
+		return "labels"
 	case StrategyGrouped:
 		return "grouped"
 	case StrategySeries:
@@ -72,6 +115,16 @@ func (s Strategy) String() string {
 	default:
 		return fmt.Sprintf("Strategy(%d)", int(s))
 	}
+}
+
+// ParseStrategy parses a strategy name as String writes it.
+func ParseStrategy(name string) (Strategy, error) {
+	for _, s := range Strategies {
+		if s.String() == name {
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown discovery strategy %q (want labels, grouped or series)", name)
 }
 
 // DefaultConcurrency is the number of seriesQueries asked in parallel when
@@ -92,9 +145,10 @@ type Options struct {
 	// zero means Interval.
 	MaxAge time.Duration
 	// Strategy chooses how Prometheus is asked; the zero value is
-	// StrategyGrouped.
+	// StrategyLabels.
 	Strategy Strategy
-	// Concurrency bounds the seriesQueries asked in parallel; zero means
+	// Concurrency bounds the seriesQueries asked in parallel and, for
+	// StrategyLabels, the per-name requests in flight; zero means
 	// DefaultConcurrency.
 	Concurrency int
 	// Scoper says which resources are cluster-scoped; nil means
@@ -140,12 +194,31 @@ type Discoverer struct {
 
 	fbMu     sync.Mutex
 	variants map[string]queryVariant // per plan key, once the standard query failed
+
+	nameSlots chan struct{} // bounds the labels strategy's per-name work
 }
 
 // fetchResult is one seriesQuery's answer.
 type fetchResult struct {
 	rows   []naming.Series
 	series int // series behind the rows (sum of counts for grouped rows)
+	// perRule, set by the labels strategy, holds each rule's rows by rule
+	// path (rows and series are then unused): which labels its rows carry
+	// depends on the rule. Keyed by path so that, after a reload, a failing
+	// seriesQuery's rules keep their last good rows.
+	perRule map[string][]naming.Series
+}
+
+// rowsFor returns the rows for rule r and the number reported as its
+// discovered series: the series for the series strategy, the series behind
+// the rows for the grouped one, the rows (combinations of name, namespace
+// and resource label) for the labels one, which cannot count series.
+func (f fetchResult) rowsFor(r *naming.Rule) ([]naming.Series, int) {
+	if f.perRule == nil {
+		return f.rows, f.series
+	}
+	rows := f.perRule[r.Path()]
+	return rows, len(rows)
 }
 
 // New builds a Discoverer from opts. It does not start discovery: call Run.
@@ -166,7 +239,7 @@ func New(opts Options) (*Discoverer, error) {
 	if opts.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("discovery: concurrency must not be negative, got %d", opts.Concurrency))
 	}
-	if opts.Strategy != StrategyGrouped && opts.Strategy != StrategySeries {
+	if !slices.Contains(Strategies, opts.Strategy) {
 		errs = append(errs, fmt.Errorf("discovery: unknown strategy %d", opts.Strategy))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -192,6 +265,7 @@ func New(opts Options) (*Discoverer, error) {
 	if d.concurrency == 0 {
 		d.concurrency = DefaultConcurrency
 	}
+	d.nameSlots = make(chan struct{}, d.concurrency)
 	if d.scoper == nil {
 		d.scoper = DefaultScoper{}
 	}
@@ -380,8 +454,9 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 			d.lastGood[p.key] = res
 		}
 		for _, r := range p.rules {
-			in = append(in, RuleSeries{Rule: r, Series: res.rows})
-			d.metrics.DiscoveredSeries.WithLabelValues(apiLabel(r), r.Path()).Set(float64(res.series))
+			rows, n := res.rowsFor(r)
+			in = append(in, RuleSeries{Rule: r, Series: rows})
+			d.metrics.DiscoveredSeries.WithLabelValues(apiLabel(r), r.Path()).Set(float64(n))
 		}
 	}
 	for k := range d.lastGood {
@@ -443,7 +518,6 @@ func apiLabel(r *naming.Rule) string {
 	return metrics.APICustom
 }
 
-// fetch asks Prometheus for one seriesQuery.
 // queryVariant is how a seriesQuery is asked once the standard grouped
 // query turned out unsupported by the backend.
 type queryVariant int
@@ -465,17 +539,32 @@ func (v queryVariant) String() string {
 	}
 }
 
-// fetch asks Prometheus for one seriesQuery. With StrategyGrouped, a backend
-// that drops __name__ in last_over_time (VictoriaMetrics) is asked again
-// with MetricsQL's keep_metric_names modifier, and one that rejects both
-// queries is asked for series; the working variant is remembered per
-// seriesQuery.
+// fetch asks Prometheus for one seriesQuery. With StrategyLabels, a backend
+// that rejects match[] on the label endpoints is asked for series. With
+// StrategyGrouped, a backend that drops __name__ in last_over_time
+// (VictoriaMetrics) is asked again with MetricsQL's keep_metric_names
+// modifier, and one that rejects both queries is asked for series. The
+// working variant is remembered per seriesQuery.
 func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
-	variant := variantSeries
-	if d.strategy == StrategyGrouped {
-		d.fbMu.Lock()
-		variant = d.variants[p.key]
-		d.fbMu.Unlock()
+	if d.strategy == StrategySeries {
+		return d.fetchSeries(ctx, p, now)
+	}
+	d.fbMu.Lock()
+	variant := d.variants[p.key]
+	d.fbMu.Unlock()
+	if d.strategy == StrategyLabels {
+		if variant != variantSeries {
+			res, err := d.fetchLabels(ctx, p, now)
+			if err == nil || !labelsUnsupported(err) {
+				return res, err
+			}
+			klog.InfoS("Discovery by label endpoints not supported by the backend for this seriesQuery; listing series instead",
+				"seriesQuery", p.seriesQuery, "reason", err.Error())
+			d.fbMu.Lock()
+			d.variants[p.key] = variantSeries
+			d.fbMu.Unlock()
+		}
+		return d.fetchSeries(ctx, p, now)
 	}
 	for variant != variantSeries {
 		res, err := d.fetchGrouped(ctx, p, now, variant == variantKeepNames)

@@ -38,11 +38,13 @@ func benchSeries(pods, perPod int) []model.LabelSet {
 	return out
 }
 
-// BenchmarkDiscovery measures one discovery pass with both strategies, the
+// BenchmarkDiscovery measures one discovery pass with each strategy, the
 // adapter side only: Prometheus' answers are computed once by the fake and
-// replayed (resp-bytes/op is what Prometheus sends per pass). The grouped strategy's cost grows
-// with distinct (metric, resource, namespace) combinations (pods here), the
-// series strategy's with every series and label.
+// replayed (resp-bytes/op is what Prometheus sends per pass). The labels
+// strategy's cost grows with served names x resource labels x namespaces,
+// the grouped strategy's with distinct (metric, resource, namespace)
+// combinations (pods here), the series strategy's with every series and
+// label.
 func BenchmarkDiscovery(b *testing.B) {
 	rules := compile(b, testConfig)
 	for _, size := range []struct{ pods, perPod int }{{1000, 10}, {5000, 20}} {
@@ -54,7 +56,7 @@ func BenchmarkDiscovery(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, st := range []discovery.Strategy{discovery.StrategyGrouped, discovery.StrategySeries} {
+		for _, st := range discovery.Strategies {
 			b.Run(fmt.Sprintf("%s/series=%d", st, len(series)), func(b *testing.B) {
 				d, err := discovery.New(discovery.Options{Prometheus: client, Rules: rules, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
 				if err != nil {

@@ -1,6 +1,9 @@
 // Package fakeprom is an in-memory Prometheus HTTP API for tests: it holds a
-// list of series and answers /api/v1/series, /api/v1/labels,
-// /api/v1/label/<name>/values and the grouped discovery query
+// list of series and answers /api/v1/series, /api/v1/labels and
+// /api/v1/label/<name>/values (with match[]: every selector form
+// discovery.ParseSelector accepts, several matchers on one label included;
+// start and end are ignored, every series is current), the grouped
+// discovery query
 // (count by / sum by over label_replace over last_over_time(SELECTOR[d])) the way Prometheus does,
 // counts calls per endpoint and can be told to fail.
 package fakeprom
@@ -30,6 +33,7 @@ type Server struct {
 	series   []model.LabelSet
 	calls    map[string]int
 	queries  []string
+	matches  []string
 	failures map[string]Failure
 	dropName bool
 	answers  map[string]model.Vector
@@ -115,6 +119,13 @@ func (s *Server) Queries() []string {
 	return slices.Clone(s.queries)
 }
 
+// Matches returns the match[] selectors received by any endpoint, in order.
+func (s *Server) Matches() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.matches)
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -139,6 +150,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if endpoint == Query {
 		s.queries = append(s.queries, r.Form.Get("query"))
 	}
+	s.matches = append(s.matches, r.Form["match[]"]...)
 	f, failing := s.failures[endpoint]
 	series := s.series
 	dropName := s.dropName

@@ -1,0 +1,385 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// errLocalSelector means the seriesQuery does not parse here, so matchers
+// cannot be added to it; the labels strategy then lists series instead.
+var errLocalSelector = errors.New("the seriesQuery cannot be extended with matchers")
+
+// labelsUnsupported reports whether err means the backend does not take
+// match[] on the label endpoints (or the seriesQuery cannot be extended):
+// a rejected request (400/422) or an unknown endpoint (404).
+func labelsUnsupported(err error) bool {
+	if errors.Is(err, errLocalSelector) || prom.IsBadQuery(err) {
+		return true
+	}
+	var pe *prom.Error
+	return errors.As(err, &pe) && pe.StatusCode == http.StatusNotFound
+}
+
+// keepsName reports whether rule r produces a metric from series name n:
+// the same test BuildIndex applies.
+func keepsName(r *naming.Rule, n string) bool {
+	if !r.KeepSeries(n) {
+		return false
+	}
+	m, err := r.MetricNameForSeries(n)
+	return err == nil && m != ""
+}
+
+// fetchLabels implements StrategyLabels for one seriesQuery. The result has
+// rows per rule (see fetchResult.perRule): which labels a row carries
+// depends on how the rule maps labels to resources.
+func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+	sel, err := ParseSelector(p.seriesQuery)
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("%w: %w", errLocalSelector, err)
+	}
+	start := now.Add(-d.maxAge)
+	names, err := d.prom.LabelValues(ctx, string(model.MetricNameLabel), []string{p.seriesQuery}, start, now)
+	if err != nil {
+		return fetchResult{}, fmt.Errorf("listing series names for seriesQuery %q: %w", p.seriesQuery, err)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+
+	// Names no rule keeps cost nothing more.
+	type job struct {
+		name  string
+		rules []int // indexes in p.rules of the rules keeping name
+	}
+	var jobs []job
+	for _, n := range names {
+		var rules []int
+		for j, r := range p.rules {
+			if keepsName(r, n) {
+				rules = append(rules, j)
+			}
+		}
+		if len(rules) > 0 {
+			jobs = append(jobs, job{name: n, rules: rules})
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows := make([][][]naming.Series, len(jobs)) // job -> rule index in job -> rows
+	var (
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	for i, jb := range jobs {
+		select {
+		case d.nameSlots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-d.nameSlots }()
+			a := &nameAsker{
+				prom:   d.prom,
+				scoper: d.scoper,
+				name:   jb.name,
+				base:   append(sel.Matchers(), naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: jb.name}),
+				start:  start,
+				end:    now,
+				values: map[string][]string{},
+				labels: map[string]map[string]bool{},
+			}
+			out, err := a.rows(ctx, p.rules, jb.rules)
+			if err != nil {
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("discovering series %q of seriesQuery %q: %w", jb.name, p.seriesQuery, err)
+				}
+				errMu.Unlock()
+				cancel()
+				return
+			}
+			rows[i] = out
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fetchResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
+	}
+	res := fetchResult{perRule: make(map[string][]naming.Series, len(p.rules))}
+	for _, r := range p.rules {
+		res.perRule[r.Path()] = []naming.Series{}
+	}
+	for i, jb := range jobs {
+		for k, j := range jb.rules {
+			path := p.rules[j].Path()
+			res.perRule[path] = append(res.perRule[path], rows[i][k]...)
+		}
+	}
+	return res, nil
+}
+
+// nameAsker asks the label endpoints about the series of one name selected
+// by a seriesQuery, remembering answers so that rules of the same
+// seriesQuery needing the same answer share one request. It is used by one
+// goroutine.
+type nameAsker struct {
+	prom       Prometheus
+	scoper     Scoper
+	name       string
+	base       []naming.Matcher // the seriesQuery's matchers and __name__="name"
+	start, end time.Time
+	values     map[string][]string
+	labels     map[string]map[string]bool
+}
+
+// selector renders base and extra matchers as one series selector.
+func (a *nameAsker) selector(extra []naming.Matcher) string {
+	return renderSelector(append(slices.Clip(a.base), extra...))
+}
+
+// renderSelector writes matchers as a series selector, all inside braces (a
+// name before the braces may not be repeated as __name__ inside them).
+func renderSelector(ms []naming.Matcher) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(labelNameExpr(m.Name))
+		b.WriteString(string(m.Op))
+		b.WriteString(strconv.Quote(m.Value))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// labelNames returns the label names of the series matching base and extra.
+func (a *nameAsker) labelNames(ctx context.Context, extra ...naming.Matcher) (map[string]bool, error) {
+	sel := a.selector(extra)
+	if got, ok := a.labels[sel]; ok {
+		return got, nil
+	}
+	names, err := a.prom.LabelNames(ctx, []string{sel}, a.start, a.end)
+	if err != nil {
+		return nil, fmt.Errorf("listing label names of %s: %w", sel, err)
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	a.labels[sel] = set
+	return set, nil
+}
+
+// labelValues returns the values of label over the series matching base
+// and extra.
+func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...naming.Matcher) ([]string, error) {
+	sel := a.selector(extra)
+	key := label + "\x00" + sel
+	if got, ok := a.values[key]; ok {
+		return got, nil
+	}
+	vals, err := a.prom.LabelValues(ctx, label, []string{sel}, a.start, a.end)
+	if err != nil {
+		return nil, fmt.Errorf("listing values of label %q of %s: %w", label, sel, err)
+	}
+	slices.Sort(vals)
+	vals = slices.Compact(vals)
+	a.values[key] = vals
+	return vals, nil
+}
+
+func present(l string) naming.Matcher {
+	return naming.Matcher{Name: l, Op: naming.MatchNotEqual, Value: ""}
+}
+
+func absent(l string) naming.Matcher {
+	return naming.Matcher{Name: l, Op: naming.MatchEqual, Value: ""}
+}
+
+// rows returns, for each rule rules[j] (j in which), the rows standing for
+// the name's series.
+func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int) ([][]naming.Series, error) {
+	all, err := a.labelNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		// The series went away between the two requests.
+		return make([][]naming.Series, len(which)), nil
+	}
+	delete(all, string(model.MetricNameLabel))
+	labels := make([]string, 0, len(all))
+	for l := range all {
+		labels = append(labels, l)
+	}
+	slices.Sort(labels)
+	out := make([][]naming.Series, len(which))
+	for k, j := range which {
+		rs := &rowSet{name: a.name, seen: map[string]bool{}}
+		var err error
+		if rules[j].Kind() == naming.KindExternal {
+			err = a.externalRows(ctx, rules[j], all, rs)
+		} else {
+			err = a.customRows(ctx, rules[j], labels, all, rs)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = rs.rows
+	}
+	return out, nil
+}
+
+// externalRows: an external rule needs the name (one row) and, when
+// namespaced, the namespaces of its series.
+func (a *nameAsker) externalRows(ctx context.Context, r *naming.Rule, has map[string]bool, rs *rowSet) error {
+	rs.add(model.LabelSet{})
+	nsLabel, err := r.Resources().LabelForResource(naming.NamespaceResource)
+	if err != nil || !r.Namespaced() || !has[nsLabel] {
+		return nil
+	}
+	vals, err := a.labelValues(ctx, nsLabel)
+	if err != nil {
+		return err
+	}
+	for _, v := range vals {
+		rs.add(model.LabelSet{model.LabelName(nsLabel): model.LabelValue(v)})
+	}
+	return nil
+}
+
+// customRows builds rows that give BuildIndex, for rule r, exactly what the
+// name's series give it. BuildIndex maps each label of a row separately to
+// a resource, and a row's contribution for the resource of label L depends
+// only on whether the row is namespaced (has a label mapping to the
+// namespaces resource) and on the value of the rule's namespace label. So,
+// per label L that r maps to a resource:
+//
+//   - cluster-scoped resource: a row {L}, whatever the namespaces;
+//   - namespaced resource: a row {NS=v, L} per namespace v of the series
+//     having L (series having NS are namespaced), and a row {L} when series
+//     with L and no namespace label exist (they give the cluster-wide
+//     metric).
+//
+// Every row carries a subset of the labels, and the namespace value, of one
+// real series with the same namespacedness, so it adds nothing that series
+// does not; and each series' contribution is covered by one of the rows.
+func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []string, has map[string]bool, rs *rowSet) error {
+	res := r.Resources()
+	nsLabel, err := res.LabelForResource(naming.NamespaceResource)
+	if err != nil {
+		nsLabel = ""
+	}
+	type mapped struct {
+		label string
+		gr    schema.GroupResource
+	}
+	var ms []mapped
+	var nsLabels []string // labels of the series mapping to namespaces
+	for _, l := range labels {
+		gr, ok := res.ResourceForLabel(l)
+		if !ok {
+			continue
+		}
+		ms = append(ms, mapped{label: l, gr: gr})
+		if gr == naming.NamespaceResource {
+			nsLabels = append(nsLabels, l)
+		}
+	}
+	nsIsNamespace := nsLabel != "" && slices.Contains(nsLabels, nsLabel)
+	for _, m := range ms {
+		one := model.LabelSet{model.LabelName(m.label): "1"}
+		if a.scoper.ClusterScoped(m.gr) {
+			rs.add(one)
+			continue
+		}
+		if nsLabel != "" && has[nsLabel] {
+			// Namespaced series with L: a row per namespace value, carrying
+			// the label that makes them namespaced (X).
+			xs := nsLabels
+			switch {
+			case m.gr == naming.NamespaceResource:
+				xs = []string{m.label}
+			case nsIsNamespace:
+				xs = []string{nsLabel}
+			}
+			for _, x := range xs {
+				extra := []naming.Matcher{present(m.label)}
+				if x != m.label && x != nsLabel {
+					extra = append(extra, present(x))
+				}
+				vals, err := a.labelValues(ctx, nsLabel, extra...)
+				if err != nil {
+					return err
+				}
+				for _, v := range vals {
+					ls := model.LabelSet{model.LabelName(m.label): "1", model.LabelName(x): "1"}
+					ls[model.LabelName(nsLabel)] = model.LabelValue(v)
+					rs.add(ls)
+				}
+			}
+		}
+		if m.gr == naming.NamespaceResource {
+			continue // series with L are namespaced
+		}
+		if len(nsLabels) == 0 {
+			rs.add(one)
+			continue
+		}
+		// Series with L and no label mapping to namespaces: cluster-wide.
+		extra := []naming.Matcher{present(m.label)}
+		for _, x := range nsLabels {
+			extra = append(extra, absent(x))
+		}
+		got, err := a.labelNames(ctx, extra...)
+		if err != nil {
+			return err
+		}
+		if got[m.label] {
+			rs.add(one)
+		}
+	}
+	return nil
+}
+
+// rowSet collects distinct rows of one series name.
+type rowSet struct {
+	name string
+	seen map[string]bool
+	rows []naming.Series
+}
+
+// add adds a row with the name and ls (which it keeps).
+func (s *rowSet) add(ls model.LabelSet) {
+	ls[model.MetricNameLabel] = model.LabelValue(s.name)
+	k := ls.String()
+	if s.seen[k] {
+		return
+	}
+	s.seen[k] = true
+	s.rows = append(s.rows, naming.Series{Name: s.name, Labels: ls})
+}
