@@ -35,6 +35,15 @@ type PrometheusConfig struct {
 	ScrapeInterval time.Duration
 	// Targets are the scrape jobs; SetTargets replaces them at runtime.
 	Targets []ScrapeTarget
+	// StoragePath is the TSDB directory (--storage.tsdb.path), e.g. one
+	// filled beforehand by `promtool tsdb create-blocks-from`. Default: a
+	// fresh directory in the working dir.
+	StoragePath string
+	// QueryLog writes every PromQL query Prometheus runs to
+	// Prometheus.QueryLogFile (the global query_log_file setting).
+	QueryLog bool
+	// ExtraArgs are appended to the command line.
+	ExtraArgs []string
 }
 
 // Prometheus is a Prometheus server run by the environment.
@@ -42,10 +51,12 @@ type Prometheus struct {
 	// URL is http://127.0.0.1:<port>.
 	URL string
 	// Process is the server process.
-	Process    *Process
-	configFile string
-	interval   time.Duration
-	hc         *http.Client
+	Process *Process
+	// QueryLogFile is the query log (JSON lines), when PrometheusConfig.QueryLog is set.
+	QueryLogFile string
+	configFile   string
+	interval     time.Duration
+	hc           *http.Client
 }
 
 // StartPrometheus starts a Prometheus server on 127.0.0.1 with its own TSDB
@@ -78,17 +89,21 @@ func (e *Env) startPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 		interval:   cfg.ScrapeInterval,
 		hc:         &http.Client{Timeout: 10 * time.Second},
 	}
+	if cfg.QueryLog {
+		p.QueryLogFile = filepath.Join(dir, "query.log")
+	}
 	if err := p.writeConfig(cfg.Targets); err != nil {
 		return nil, err
 	}
 	args := []string{
 		"--config.file=" + p.configFile,
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--storage.tsdb.path=" + firstNonEmpty(cfg.StoragePath, filepath.Join(dir, "data")),
 		"--storage.tsdb.retention.time=1d",
 		"--web.listen-address=127.0.0.1:" + strconv.Itoa(port),
 		"--web.enable-lifecycle",
 		"--log.level=warn",
 	}
+	args = append(args, cfg.ExtraArgs...)
 	if p.Process, err = e.start("prometheus", bin, args); err != nil {
 		return nil, err
 	}
@@ -117,6 +132,9 @@ func (p *Prometheus) writeConfig(targets []ScrapeTarget) error {
 		Global        map[string]string `yaml:"global"`
 		ScrapeConfigs []scrapeConfig    `yaml:"scrape_configs"`
 	}{Global: map[string]string{"scrape_interval": p.interval.String(), "evaluation_interval": p.interval.String()}}
+	if p.QueryLogFile != "" {
+		doc.Global["query_log_file"] = p.QueryLogFile
+	}
 	for _, t := range targets {
 		doc.ScrapeConfigs = append(doc.ScrapeConfigs, scrapeConfig{
 			JobName: t.Job, ScrapeInterval: p.interval.String(), ScrapeTimeout: p.interval.String(),

@@ -1,0 +1,359 @@
+//go:build e2e && bench
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	servingOnce    sync.Once
+	servingAdapter *adapterProc
+	servingErr     error
+)
+
+// podsStarURL is the HPA's Pods-metric request: every pod of ns matching the
+// label selector.
+func podsStarURL(base, ns string) string {
+	return base + "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/" + servingMetric +
+		"?labelSelector=" + url.QueryEscape(podLabel+"="+podLabelValue)
+}
+
+// serving returns the adapter of the serving benchmarks: default flags
+// (only the connection flags set), started once, ready when it answers
+// pods/* with every pod of every serving namespace.
+func (s *stack) serving(b *testing.B) *adapterProc {
+	b.Helper()
+	servingOnce.Do(func() {
+		servingAdapter, servingErr = s.startServing()
+	})
+	if servingErr != nil {
+		b.Fatal(servingErr)
+	}
+	return servingAdapter
+}
+
+func (s *stack) startServing() (*adapterProc, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := s.startAdapter("serving")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.waitListed(ctx, s.admin, "pods/"+servingMetric, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	want := map[string]int{bigNamespace: s.cfg.bigPods}
+	for w := range s.cfg.workers {
+		want[servingNamespace(w)] = s.cfg.servePods
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for ns, n := range want {
+		for {
+			got, err := items(ctx, s, podsStarURL(a.url, ns))
+			if err == nil && got == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("pods/* in %s: %d items (err %v), want %d; log:\n%s", ns, got, err, n, tail(a.logFile, 20))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	age, err := s.prom.Query(ctx, `max(time() - timestamp(`+servingMetric+`))`)
+	if err != nil || len(age) != 1 {
+		return nil, fmt.Errorf("sample age of %s: %v (%d samples)", servingMetric, err, len(age))
+	}
+	progress("serving adapter ready: every namespace answered in full; newest %s samples at most %.1fs old", servingMetric, age[0].Value)
+	return a, nil
+}
+
+// items returns how many items a metric value list has.
+func items(ctx context.Context, s *stack, u string) (int, error) {
+	body, code, err := get(ctx, s.admin, u)
+	if err != nil {
+		return 0, err
+	}
+	if code != 200 {
+		return 0, fmt.Errorf("HTTP %d: %.300s", code, body)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// adapterCounters reads the adapter's Prometheus-query counters.
+type adapterCounters struct {
+	queries, coalesced float64
+}
+
+func (s *stack) adapterCounters(ctx context.Context, a *adapterProc) adapterCounters {
+	text, err := metricsText(ctx, s.admin, a.url+"/metrics")
+	if err != nil {
+		return adapterCounters{}
+	}
+	return adapterCounters{
+		queries:   counters(text, "promscaler_prometheus_request_duration_seconds_count", "endpoint")["query"],
+		coalesced: counters(text, "promscaler_prometheus_coalesced_requests_total", "endpoint")["query"],
+	}
+}
+
+// measured wraps a load run with what it cost: Prometheus queries (query
+// log and the adapter's counters), Kubernetes API calls, CPU.
+type measured struct {
+	res                             result
+	logged                          []string
+	before, after                   adapterCounters
+	k8sCalls                        float64
+	apiserver                       map[string]float64
+	adapterCPU, promCPU, harnessCPU float64
+	sampleQueryLen                  int
+	firstErr                        error
+}
+
+func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run func() result) measured {
+	ctx := context.Background()
+	var m measured
+	qlog := newQueryLog(s.prom.QueryLogFile)
+	calls0, err := s.snapshotAPICalls(ctx, a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.before = s.adapterCounters(ctx, a)
+	am, err := startCPU(a.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pm, err := startCPU(s.prom.Process.Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	hm, err := startCPU(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.res = run()
+	m.adapterCPU, _, _ = am.stop()
+	m.promCPU, _, _ = pm.stop()
+	m.harnessCPU, _, _ = hm.stop()
+	m.after = s.adapterCounters(ctx, a)
+	calls1, err := s.snapshotAPICalls(ctx, a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.k8sCalls, m.apiserver = calls0.diff(calls1)
+	if m.logged, err = qlog.queries(querySubstr); err != nil {
+		b.Fatal(err)
+	}
+	if len(m.logged) > 0 {
+		m.sampleQueryLen = len(m.logged[0])
+	}
+	return m
+}
+
+func (m measured) report(b *testing.B, name string) {
+	r := m.res
+	perReq := func(v float64) float64 { return v / float64(max(r.requests, 1)) }
+	var keys []string
+	for k, v := range m.apiserver {
+		keys = append(keys, fmt.Sprintf("%s=%.0f", k, v))
+	}
+	sort.Strings(keys)
+	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req; adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
+		name, r.requests, r.errors, errSuffix(r.firstErr), r.elapsed.Round(time.Millisecond), r.perSecond(), r.percentile(0.5), r.percentile(0.99),
+		len(m.logged), m.after.queries-m.before.queries, m.after.coalesced-m.before.coalesced,
+		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.k8sCalls, strings.Join(keys, ","), loadAvg())
+	b.ReportMetric(r.perSecond(), "req/s")
+	b.ReportMetric(r.percentile(0.5), "p50-ms")
+	b.ReportMetric(r.percentile(0.99), "p99-ms")
+	b.ReportMetric(float64(r.errors), "errors")
+	b.ReportMetric(float64(len(m.logged)), "prom-queries")
+	b.ReportMetric(perReq(float64(len(m.logged))), "prom-queries/req")
+	b.ReportMetric(perReq(m.adapterCPU)*1000, "adapter-cpu-ms/req")
+	b.ReportMetric(perReq(m.promCPU)*1000, "prom-cpu-ms/req")
+	b.ReportMetric(m.k8sCalls, "k8s-api-calls")
+}
+
+func errSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", first: " + s
+}
+
+// BenchmarkServing measures the adapter with its default flags answering
+// the HPA's pods/* request over a 100-pod namespace, closed loop: every
+// worker on one namespace (identical requests may coalesce), every worker
+// on its own namespace (distinct queries, nothing coalesces), and one
+// request at a time.
+func BenchmarkServing(b *testing.B) {
+	s := setup(b)
+	a := s.serving(b)
+	ctx := context.Background()
+	w := s.cfg.workers
+	runs := []struct {
+		name    string
+		workers int
+		url     func(int) string
+	}{
+		{fmt.Sprintf("pods-star-%d/identical-c%d", s.cfg.servePods, w), w, func(int) string { return podsStarURL(a.url, servingNamespace(0)) }},
+		{fmt.Sprintf("pods-star-%d/distinct-namespaces-c%d", s.cfg.servePods, w), w, func(i int) string { return podsStarURL(a.url, servingNamespace(i)) }},
+		{fmt.Sprintf("pods-star-%d/sequential", s.cfg.servePods), 1, func(int) string { return podsStarURL(a.url, servingNamespace(0)) }},
+	}
+	for _, run := range runs {
+		b.Run(run.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				m := s.measure(b, a, servingMetric, func() result {
+					return closedLoop(ctx, s.admin, run.workers, s.cfg.duration, run.url)
+				})
+				m.report(b, run.name)
+			}
+		})
+	}
+}
+
+// BenchmarkOverhead sends the pods/* request open loop at the configured rate
+// (500/s) through the adapter, then the PromQL the adapter sent (read from
+// Prometheus's query log) straight to Prometheus at the same rate, and
+// reports the p99 difference.
+func BenchmarkOverhead(b *testing.B) {
+	s := setup(b)
+	a := s.serving(b)
+	ctx := context.Background()
+	ns := servingNamespace(0)
+	b.ReportAllocs()
+	for range b.N {
+		// One second at the rate, unmeasured, so connections are up.
+		openLoop(ctx, s.admin, s.cfg.rate, time.Second, podsStarURL(a.url, ns))
+		ma := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+			return openLoop(ctx, s.admin, s.cfg.rate, s.cfg.duration, podsStarURL(a.url, ns))
+		})
+		ma.report(b, fmt.Sprintf("adapter open loop %d/s", s.cfg.rate))
+		if len(ma.logged) == 0 {
+			b.Fatalf("no query for %s in Prometheus's query log", ns)
+		}
+		q := url.Values{"query": {ma.logged[0]}}
+		raw := s.prom.URL + "/api/v1/query?" + q.Encode()
+		openLoop(ctx, s.promHC, s.cfg.rate, time.Second, raw)
+		mp := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+			return openLoop(ctx, s.promHC, s.cfg.rate, s.cfg.duration, raw)
+		})
+		mp.report(b, fmt.Sprintf("prometheus open loop %d/s (%s)", s.cfg.rate, ma.logged[0]))
+		ra, rp := ma.res, mp.res
+		progress("overhead at %d/s: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms",
+			s.cfg.rate, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99))
+		b.ReportMetric(ra.perSecond(), "req/s")
+		b.ReportMetric(ra.percentile(0.5), "p50-ms")
+		b.ReportMetric(ra.percentile(0.99), "p99-ms")
+		b.ReportMetric(rp.percentile(0.5), "prom-p50-ms")
+		b.ReportMetric(rp.percentile(0.99), "prom-p99-ms")
+		b.ReportMetric(ra.percentile(0.99)-rp.percentile(0.99), "overhead-p99-ms")
+		b.ReportMetric(float64(ra.errors+rp.errors), "errors")
+		b.ReportMetric(float64(len(ma.logged)), "prom-queries")
+		b.ReportMetric(ma.k8sCalls, "k8s-api-calls")
+	}
+}
+
+// BenchmarkStar5000 sends pods/* over the 5,000-pod namespace 50 times, one
+// at a time, and reports the answer time and the length of the query the
+// adapter sent.
+func BenchmarkStar5000(b *testing.B) {
+	s := setup(b)
+	a := s.serving(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for range b.N {
+		u := podsStarURL(a.url, bigNamespace)
+		m := s.measure(b, a, `namespace="`+bigNamespace+`"`, func() result {
+			var r result
+			t0 := time.Now()
+			for range 50 {
+				t := time.Now()
+				if _, err := do(ctx, s.admin, u); err != nil {
+					r.errors++
+					r.firstErr = err.Error()
+					continue
+				}
+				r.latencies = append(r.latencies, time.Since(t))
+			}
+			r.elapsed = time.Since(t0)
+			r.requests = len(r.latencies) + r.errors
+			return r
+		})
+		longest := 0
+		for _, q := range m.logged {
+			longest = max(longest, len(q))
+		}
+		m.report(b, fmt.Sprintf("pods/* over %d pods", s.cfg.bigPods))
+		if len(m.logged) > 0 {
+			progress("query sent for %d pods (%d bytes): %s", s.cfg.bigPods, longest, m.logged[0])
+		}
+		b.ReportMetric(float64(longest), "query-bytes")
+		b.ReportMetric(float64(s.cfg.bigPods), "pods")
+	}
+}
+
+// BenchmarkCoalesce1000 sends 1,000 identical pods/* requests at once and
+// counts the Prometheus queries they caused.
+func BenchmarkCoalesce1000(b *testing.B) {
+	s := setup(b)
+	a := s.serving(b)
+	ctx := context.Background()
+	const n = 1000
+	ns := servingNamespace(0)
+	u := podsStarURL(a.url, ns)
+	b.ReportAllocs()
+	for range b.N {
+		// Connections up before the burst.
+		if _, err := do(ctx, s.admin, u); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		m := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+			var (
+				r     result
+				mu    sync.Mutex
+				wg    sync.WaitGroup
+				start = make(chan struct{})
+			)
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					t := time.Now()
+					_, err := do(ctx, s.admin, u)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						r.errors++
+						r.firstErr = err.Error()
+						return
+					}
+					r.latencies = append(r.latencies, time.Since(t))
+				}()
+			}
+			t0 := time.Now()
+			close(start)
+			wg.Wait()
+			r.elapsed = time.Since(t0)
+			r.requests = len(r.latencies) + r.errors
+			return r
+		})
+		m.report(b, fmt.Sprintf("%d concurrent identical requests", n))
+	}
+}
