@@ -17,32 +17,12 @@ import (
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
 )
 
 // testConfig is prometheus-adapter's documented resourceRules for cAdvisor
 // series, with a 5m window.
-const testConfig = `
-resourceRules:
-  cpu:
-    containerQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>, container!=""}[<<.Window>>])) by (<<.GroupBy>>)
-    nodeQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>, id="/"}[<<.Window>>])) by (<<.GroupBy>>)
-    resources:
-      overrides:
-        node: {resource: node}
-        namespace: {resource: namespace}
-        pod: {resource: pod}
-    containerLabel: container
-  memory:
-    containerQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>, container!=""}) by (<<.GroupBy>>)
-    nodeQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>, id="/"}) by (<<.GroupBy>>)
-    resources:
-      overrides:
-        node: {resource: node}
-        namespace: {resource: namespace}
-        pod: {resource: pod}
-    containerLabel: container
-  window: 5m
-`
+var testConfig = resourcetest.CAdvisorRules("5m")
 
 func compileRules(t testing.TB, yml string) *naming.RuleSet {
 	t.Helper()

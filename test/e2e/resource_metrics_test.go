@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
 	"github.com/promscaler/promscaler/test/e2e/framework"
 	"github.com/promscaler/promscaler/test/exporter"
 )
@@ -28,28 +29,7 @@ import (
 // resourceConfig is prometheus-adapter's documented resourceRules over
 // cAdvisor series, with a 10s window so rates follow the exporter within
 // seconds.
-const resourceConfig = `
-resourceRules:
-  cpu:
-    containerQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>, container!=""}[<<.Window>>])) by (<<.GroupBy>>)
-    nodeQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>, id="/"}[<<.Window>>])) by (<<.GroupBy>>)
-    resources:
-      overrides:
-        node: {resource: node}
-        namespace: {resource: namespace}
-        pod: {resource: pod}
-    containerLabel: container
-  memory:
-    containerQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>, container!=""}) by (<<.GroupBy>>)
-    nodeQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>, id="/"}) by (<<.GroupBy>>)
-    resources:
-      overrides:
-        node: {resource: node}
-        namespace: {resource: namespace}
-        pod: {resource: pod}
-    containerLabel: container
-  window: 10s
-`
+var resourceConfig = resourcetest.CAdvisorRules("10s")
 
 // containerUsage is what the exporter serves for one container, as cAdvisor
 // would: a CPU seconds counter growing at cores per second and a working
