@@ -27,6 +27,7 @@ import (
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/discovery"
 )
 
 // runServer runs the aggregated API server until SIGTERM/SIGINT:
@@ -114,6 +115,8 @@ type ProviderDeps struct {
 	// looks (never less than RelistInterval).
 	RelistInterval time.Duration
 	MaxAge         time.Duration
+	// DiscoveryStrategy is how discovery asks Prometheus.
+	DiscoveryStrategy discovery.Strategy
 }
 
 // ProvidersFactory builds the providers for a server.
@@ -161,12 +164,13 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
 	}
 	providers, err := o.NewProviders(ProviderDeps{
-		Base:           o.Base,
-		Prometheus:     promClient,
-		Metrics:        c.Metrics,
-		Config:         c.Rules,
-		RelistInterval: o.RelistInterval,
-		MaxAge:         o.maxAge(),
+		Base:              o.Base,
+		Prometheus:        promClient,
+		Metrics:           c.Metrics,
+		Config:            c.Rules,
+		RelistInterval:    o.RelistInterval,
+		MaxAge:            o.maxAge(),
+		DiscoveryStrategy: o.discoveryStrategy(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)

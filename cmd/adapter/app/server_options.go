@@ -13,6 +13,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/pkg/discovery"
 )
 
 // serverName names the API server in logs and its OpenAPI document.
@@ -37,6 +38,9 @@ type ServerOptions struct {
 	RelistInterval time.Duration
 	// MaxAge is how far back discovery looks; zero means RelistInterval.
 	MaxAge time.Duration
+	// DiscoveryStrategy is how discovery asks Prometheus: "labels" (the
+	// default), "grouped" or "series" (see discovery.Strategy).
+	DiscoveryStrategy string
 	// ConfigReloadInterval is how often the rules file is checked for
 	// changes; zero disables hot reload.
 	ConfigReloadInterval time.Duration
@@ -60,6 +64,7 @@ func NewServerOptions() *ServerOptions {
 		Base:                 base,
 		Prometheus:           prom.NewOptions(),
 		RelistInterval:       time.Minute,
+		DiscoveryStrategy:    discovery.StrategyLabels.String(),
 		ConfigReloadInterval: reload.DefaultInterval,
 		NewProviders:         defaultProviders,
 	}
@@ -79,6 +84,9 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"Interval at which to re-discover the available metrics from Prometheus.")
 	fs.DurationVar(&o.MaxAge, "metrics-max-age", o.MaxAge,
 		"How far back discovery looks for series; 0 means the relist interval. Must not be less than the relist interval.")
+	fs.StringVar(&o.DiscoveryStrategy, "discovery-strategy", o.DiscoveryStrategy,
+		"How discovery asks Prometheus: labels (index-only label endpoints with match[], cheapest; block-granular over --metrics-max-age like series), "+
+			"grouped (one last_over_time query per seriesQuery, sample-precise but Prometheus reads every series' samples) or series (/api/v1/series, as prometheus-adapter).")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
 		"How often the --config file is checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
 	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
@@ -110,6 +118,9 @@ func (o *ServerOptions) Validate() []error {
 	} else if o.MaxAge != 0 && o.RelistInterval > 0 && o.MaxAge < o.RelistInterval {
 		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be less than --metrics-relist-interval %v", o.MaxAge, o.RelistInterval))
 	}
+	if _, err := discovery.ParseStrategy(o.DiscoveryStrategy); err != nil {
+		errs = append(errs, fmt.Errorf("--discovery-strategy: %w", err))
+	}
 	if o.ConfigReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("--config-reload-interval %v: must not be negative (0 disables reloading)", o.ConfigReloadInterval))
 	}
@@ -120,6 +131,12 @@ func (o *ServerOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("no metrics providers factory"))
 	}
 	return errs
+}
+
+// discoveryStrategy is the validated --discovery-strategy.
+func (o *ServerOptions) discoveryStrategy() discovery.Strategy {
+	s, _ := discovery.ParseStrategy(o.DiscoveryStrategy)
+	return s
 }
 
 // maxAge is the effective discovery look-back.

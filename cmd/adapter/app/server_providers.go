@@ -47,6 +47,7 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 		Rules:      rules,
 		Interval:   deps.RelistInterval,
 		MaxAge:     deps.MaxAge,
+		Strategy:   deps.DiscoveryStrategy,
 		Scoper:     discovery.MapperScoper{Mapper: mapper},
 		Metrics:    deps.Metrics,
 	})
