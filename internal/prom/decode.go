@@ -75,6 +75,11 @@ func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error)
 	}
 	switch a.kind {
 	case resultVector:
+		for _, smp := range a.vec {
+			if smp == nil {
+				return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
+			}
+		}
 		return a.vec, a.warnings, nil
 	case resultScalar:
 		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
@@ -427,6 +432,16 @@ func (d *decoder) vector() (model.Vector, error) {
 	vec := model.Vector{}
 	empty, err := s.arrStart()
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
+		var null bool
+		if null, err = s.isNull(); err != nil {
+			return nil, err
+		}
+		if null {
+			// Refused by decodeQueryAnswer if it is in the final result.
+			vec = append(vec, nil)
+			err = s.literal("null")
+			continue
+		}
 		smp := d.newSample()
 		if err = d.sample(smp); err != nil {
 			return nil, err

@@ -3,15 +3,20 @@ package prom
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf16"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/api"
@@ -284,7 +289,7 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			name:      "null sample",
 			body:      vectorAnswer(`[null]`),
 			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
-			wantInMsg: "not an object",
+			wantInMsg: "sample of the result is null",
 			differs:   true,
 		},
 	}
@@ -437,6 +442,480 @@ func BenchmarkDecodeVector(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/sample")
 			})
+		}
+	}
+}
+
+// fuzzSeeds are answers the fuzzer starts from.
+var fuzzSeeds = []string{
+	vectorBody,
+	vectorAnswer(`[]`),
+	vectorAnswer(`null`),
+	vectorAnswer(`[null]`),
+	vectorAnswer(`[{"metric":{"po\u0064":"caf\u00e9","s":"\ud83d\ude00","lone":"\ud800x"},"value":[1700000000.123456,"NaN"]}]`),
+	vectorAnswer(`[{"metric":{"a":"1"},"metric":{"b":null},"value":[-1.5,"+Inf",3]},{"value":null}]`),
+	vectorAnswer(`[{"metric":{"a":"b"},"histogram":[1700000000,{"count":"2","sum":"3","buckets":[[0,"0","1","2"]]}]}]`),
+	`{"status":"success","data":{"resultType":"scalar","result":[1700000000.25,"4\u0032"]}}`,
+	`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}`,
+	`{"status":"success","data":{"resultType":"string","result":[1,"x"]}}`,
+	`{"STATUS":"success","Data":{"result":[{"Metric":{"a":"b"},"VALUE":[1700000000,"3"]}],"ResultType":"vector"},"data":null}`,
+	`{"status":"error","errorType":"bad_data","error":"parse error","warnings":["w"],"infos":["i"]}`,
+	`{"status":"success","warnings":["w1"],"data":{"resultType":"vector","result":[]}} `,
+	`null`,
+}
+
+// FuzzDecodeVector checks that the streaming decoder never panics and
+// agrees with client_golang (see checkAgainstReference) on arbitrary bytes,
+// as a 200 and as a 400 answer, and on random vectors written as a
+// JSON encoder could (random spacing, member order, escapes, unknown
+// members), where it must also give back the vector encoded.
+func FuzzDecodeVector(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(uint64(i), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, raw []byte) {
+		checkAgainstReference(t, http.StatusOK, raw)
+		checkAgainstReference(t, http.StatusBadRequest, raw)
+
+		want, body := randomAnswer(seed, raw)
+		got, _, err := decodeQueryAnswer(http.StatusOK, body)
+		if err != nil {
+			t.Fatalf("decoding the encoded vector %q: %v", body, err)
+		}
+		if diff := cmp.Diff(want, got, exactValues); diff != "" {
+			t.Fatalf("decoding %q (-encoded +decoded):\n%s", body, diff)
+		}
+		checkAgainstReference(t, http.StatusOK, body)
+
+		quirky := quirkyAnswer(seed)
+		for _, code := range []int{http.StatusOK, http.StatusNoContent, http.StatusBadRequest, http.StatusServiceUnavailable} {
+			checkAgainstReference(t, code, quirky)
+		}
+	})
+}
+
+// TestQuirkyAnswers runs the quirky part of FuzzDecodeVector over many
+// seeds, so that plain go test covers it.
+func TestQuirkyAnswers(t *testing.T) {
+	for seed := range uint64(3000) {
+		quirky := quirkyAnswer(seed)
+		for _, code := range []int{http.StatusOK, http.StatusBadRequest} {
+			checkAgainstReference(t, code, quirky)
+		}
+	}
+}
+
+// answerWriter writes JSON with random spacing and escapes.
+type answerWriter struct {
+	r *rand.Rand
+	b bytes.Buffer
+}
+
+func (w *answerWriter) space() {
+	if w.r.IntN(4) != 0 {
+		return
+	}
+	for range w.r.IntN(3) + 1 {
+		w.b.WriteByte(" \t\n\r"[w.r.IntN(4)])
+	}
+}
+
+func (w *answerWriter) tok(s string) {
+	w.space()
+	w.b.WriteString(s)
+	w.space()
+}
+
+// str writes s as a JSON string: as encoding/json would, or with some
+// characters \u-escaped (astral ones as surrogate pairs).
+func (w *answerWriter) str(s string) {
+	w.space()
+	if w.r.IntN(2) == 0 {
+		enc, _ := json.Marshal(s)
+		w.b.Write(enc)
+		w.space()
+		return
+	}
+	w.b.WriteByte('"')
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			w.b.WriteByte('\\')
+			w.b.WriteRune(c)
+		case c < 0x20 || w.r.IntN(5) == 0:
+			if r1, r2 := utf16.EncodeRune(c); r1 != unicode.ReplacementChar {
+				fmt.Fprintf(&w.b, `\u%04x\u%04X`, r1, r2)
+			} else {
+				fmt.Fprintf(&w.b, `\u%04x`, c)
+			}
+		default:
+			w.b.WriteRune(c)
+		}
+	}
+	w.b.WriteByte('"')
+	w.space()
+}
+
+// key writes a member name, sometimes in another case.
+func (w *answerWriter) key(name string) {
+	if name != "" && w.r.IntN(8) == 0 {
+		name = strings.ToUpper(name[:1]) + name[1:]
+	}
+	w.str(name)
+	w.tok(":")
+}
+
+// junk writes a random JSON value.
+func (w *answerWriter) junk(depth int) {
+	switch n := w.r.IntN(7); {
+	case n == 0 && depth < 3:
+		w.tok("{")
+		for i := range w.r.IntN(3) {
+			if i > 0 {
+				w.tok(",")
+			}
+			w.str(fmt.Sprint("k", i))
+			w.tok(":")
+			w.junk(depth + 1)
+		}
+		w.tok("}")
+	case n == 1 && depth < 3:
+		w.tok("[")
+		for i := range w.r.IntN(3) {
+			if i > 0 {
+				w.tok(",")
+			}
+			w.junk(depth + 1)
+		}
+		w.tok("]")
+	case n == 2:
+		w.str("junk\u00e9")
+	case n == 3:
+		w.tok([]string{"true", "false", "null"}[w.r.IntN(3)])
+	default:
+		w.tok([]string{"0", "-1", "1.5", "-2.5e-3", "1E+10"}[w.r.IntN(5)])
+	}
+}
+
+// maybeJunk writes an unknown member (and its comma) now and then.
+func (w *answerWriter) maybeJunk() {
+	if w.r.IntN(6) == 0 {
+		w.str(fmt.Sprint("unknown", w.r.IntN(3)))
+		w.tok(":")
+		w.junk(0)
+		w.tok(",")
+	}
+}
+
+var fuzzLabelText = []string{"", "a", "pod", "namespace", "__name__", "café", "😀", "\"q\"", `back\slash`, "tab\tnew\nline",
+	"\x00\x1f", "<html>&", "\u2028\u2029", "日本語", "\ufffd", "K\u212a", "worker-00042"}
+
+// randomText makes a label name or value from the fuzzer's bytes or a palette.
+func randomText(r *rand.Rand, raw []byte) string {
+	if len(raw) > 0 && r.IntN(3) == 0 {
+		i := r.IntN(len(raw))
+		j := i + r.IntN(min(len(raw)-i, 12)+1)
+		return strings.ToValidUTF8(string(raw[i:j]), "\ufffd")
+	}
+	return fuzzLabelText[r.IntN(len(fuzzLabelText))]
+}
+
+func randomValue(r *rand.Rand) (model.SampleValue, string) {
+	var f float64
+	switch r.IntN(8) {
+	case 0:
+		return model.SampleValue(math.NaN()), "NaN"
+	case 1:
+		return model.SampleValue(math.Inf(1)), "+Inf"
+	case 2:
+		return model.SampleValue(math.Inf(-1)), "-Inf"
+	case 3:
+		f = float64(r.IntN(1000))
+	case 4:
+		f = math.Float64frombits(r.Uint64())
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			f = 0
+		}
+	case 5:
+		f = math.Copysign(0, -1)
+	default:
+		f = r.NormFloat64() * math.Pow(10, float64(r.IntN(20)-10))
+	}
+	formats := []byte{'g', 'e', 'f'}
+	return model.SampleValue(f), strconv.FormatFloat(f, formats[r.IntN(len(formats))], -1, 64)
+}
+
+// randomTime returns a timestamp and how Prometheus could write it.
+func randomTime(r *rand.Rand) (model.Time, string) {
+	ms := int64(1764493200000) + r.Int64N(1e9) - 5e8
+	if r.IntN(10) == 0 {
+		ms = r.Int64N(2e6) - 1e6
+	}
+	sign, abs := "", ms
+	if ms < 0 {
+		sign, abs = "-", -ms
+	}
+	text := fmt.Sprintf("%s%d", sign, abs/1000)
+	frac := abs % 1000
+	switch {
+	case frac == 0 && r.IntN(2) == 0:
+	case frac%100 == 0 && r.IntN(2) == 0:
+		text += fmt.Sprintf(".%d", frac/100)
+	default:
+		text += fmt.Sprintf(".%03d", frac)
+		if r.IntN(3) == 0 {
+			text += "999" // finer than a millisecond: truncated
+		}
+	}
+	return model.Time(ms), text
+}
+
+// randomAnswer encodes a random vector (or scalar) as a success answer.
+func randomAnswer(seed uint64, raw []byte) (model.Vector, []byte) {
+	r := rand.New(rand.NewPCG(seed, uint64(len(raw))))
+	w := &answerWriter{r: r}
+	var want model.Vector
+	var result func()
+	resultType := "vector"
+	if r.IntN(10) == 0 {
+		resultType = "scalar"
+		ts, tsText := randomTime(r)
+		v, vText := randomValue(r)
+		want = model.Vector{{Metric: model.Metric{}, Value: v, Timestamp: ts}}
+		result = func() {
+			w.tok("[")
+			w.tok(tsText)
+			w.tok(",")
+			w.str(vText)
+			w.tok("]")
+		}
+	} else {
+		n := r.IntN(6)
+		want = model.Vector{}
+		var samples []func()
+		for range n {
+			smp := &model.Sample{Metric: model.Metric{}}
+			var names, values []string
+			for range r.IntN(5) {
+				name, value := randomText(r, raw), randomText(r, raw)
+				names, values = append(names, name), append(values, value)
+				smp.Metric[model.LabelName(name)] = model.LabelValue(value)
+			}
+			var tsText, vText string
+			smp.Timestamp, tsText = randomTime(r)
+			smp.Value, vText = randomValue(r)
+			want = append(want, smp)
+			samples = append(samples, func() {
+				w.tok("{")
+				w.maybeJunk()
+				w.key("metric")
+				w.tok("{")
+				for i := range names {
+					if i > 0 {
+						w.tok(",")
+					}
+					w.str(names[i])
+					w.tok(":")
+					w.str(values[i])
+				}
+				w.tok("}")
+				w.tok(",")
+				w.maybeJunk()
+				w.key("value")
+				w.tok("[")
+				w.tok(tsText)
+				w.tok(",")
+				w.b.WriteString(`"` + vText + `"`) // written raw, as Prometheus does
+				w.tok("]")
+				w.tok("}")
+			})
+		}
+		result = func() {
+			w.tok("[")
+			for i, s := range samples {
+				if i > 0 {
+					w.tok(",")
+				}
+				s()
+			}
+			w.tok("]")
+		}
+	}
+
+	w.tok("{")
+	w.maybeJunk()
+	w.key("status")
+	w.str("success")
+	w.tok(",")
+	w.maybeJunk()
+	if r.IntN(3) == 0 {
+		w.key("warnings")
+		w.tok(`["a warning"]`)
+		w.tok(",")
+	}
+	w.key("data")
+	w.tok("{")
+	w.maybeJunk()
+	if r.IntN(4) == 0 {
+		w.key("result")
+		result()
+		w.tok(",")
+		w.key("resultType")
+		w.str(resultType)
+	} else {
+		w.key("resultType")
+		w.str(resultType)
+		w.tok(",")
+		w.maybeJunk()
+		w.key("result")
+		result()
+	}
+	w.tok("}")
+	w.tok("}")
+	return want, w.b.Bytes()
+}
+
+// quirkyAnswer writes a random answer that is mostly the right shape but
+// now and then not: wrong JSON kinds, nulls, duplicate and differently
+// cased members, odd numbers and strings. Arbitrary bytes rarely get that
+// far into the grammar; this is where client_golang's quirks are.
+func quirkyAnswer(seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	w := &answerWriter{r: r}
+	oddness := 2 + r.IntN(20) // one choice in oddness is odd
+	// pick calls good, or now and then one of the odd choices.
+	pick := func(good func(), odd ...func()) {
+		if len(odd) > 0 && r.IntN(oddness) == 0 {
+			odd[r.IntN(len(odd))]()
+			return
+		}
+		good()
+	}
+	lit := func(s string) func() { return func() { w.tok(s) } }
+	str := func(s string) func() { return func() { w.str(s) } }
+	rawStr := func(s string) func() { return func() { w.tok(`"` + s + `"`) } }
+	junk := func() { w.junk(0) }
+	member := func(name string, value func()) func() {
+		return func() {
+			w.key(name)
+			value()
+		}
+	}
+	// object writes the usual members, and now and then drops, repeats
+	// or adds one.
+	object := func(usual []func(), extra ...func()) {
+		var members []func()
+		for _, m := range usual {
+			pick(func() { members = append(members, m) }, func() {}, func() { members = append(members, m, m) })
+		}
+		for _, m := range extra {
+			pick(func() {}, func() { members = append(members, m) })
+		}
+		r.Shuffle(len(members), func(i, j int) {
+			if r.IntN(oddness) == 0 {
+				members[i], members[j] = members[j], members[i]
+			}
+		})
+		w.tok("{")
+		for i, m := range members {
+			if i > 0 {
+				w.tok(",")
+			}
+			m()
+		}
+		w.tok("}")
+	}
+	array := func(elems ...func()) {
+		w.tok("[")
+		for i, e := range elems {
+			if i > 0 {
+				w.tok(",")
+			}
+			e()
+		}
+		w.tok("]")
+	}
+	strList := func() {
+		pick(func() { array(str("w"), str("x")) }, lit("null"), junk, func() { array(lit("null")) }, func() { array(lit("1")) })
+	}
+	timestamp := func() {
+		pick(func() {
+			pick(lit("1700000000"), lit("1700000000.5"), lit("1700000000.123456"), lit("-1.5"), lit("-0.25"), lit("0"), lit("-0"))
+		}, lit("1.7e9"), lit("17E2"), lit("null"), str("1700000000"), lit("99999999999999999"), lit("9223372036854775807"),
+			lit("9223372036854775808"), lit("-9223372036854775808.9"), lit("10000000000000000.1"), junk)
+	}
+	value := func() {
+		pick(func() {
+			pick(rawStr("1"), rawStr("NaN"), rawStr("+Inf"), rawStr("-Inf"), rawStr("-0"), rawStr("2.5e-3"))
+		},
+			rawStr("nan"), rawStr("-inf"), rawStr("Infinity"), rawStr(`1\u002e5`), rawStr(" 1"), rawStr("0x1p-2"), rawStr("1_0"),
+			rawStr(""), rawStr("1e400"), lit("null"), lit("1"), junk)
+	}
+	labelValue := func() { pick(func() { w.str(randomText(r, nil)) }, lit("null"), lit("1"), rawStr(`\ud800`), junk) }
+	labels := func() {
+		pick(func() {
+			object([]func(){member("namespace", labelValue), member("pod", labelValue)},
+				member("", labelValue), member("caf\u00e9", labelValue), member("pod", labelValue))
+		}, lit("null"), junk)
+	}
+	pair := func() {
+		pick(func() { array(timestamp, value) }, lit("null"), junk, func() { array() }, func() { array(timestamp) },
+			func() { array(timestamp, value, junk) })
+	}
+	histogram := func() {
+		pick(func() { array(timestamp, lit(`{"count":"1","sum":"2","buckets":[[0,"0","1","1"]]}`)) },
+			lit("null"), junk, func() { array(timestamp, lit("null")) }, func() { array(timestamp) })
+	}
+	sample := func() {
+		pick(func() {
+			object([]func(){member("metric", labels), member("value", pair)}, member("histogram", histogram), member("extra", junk))
+		}, lit("null"), junk)
+	}
+	vector := func() {
+		pick(func() {
+			var elems []func()
+			for range r.IntN(4) {
+				elems = append(elems, sample)
+			}
+			array(elems...)
+		}, lit("null"), junk)
+	}
+	scalar := func() {
+		pick(func() { array(timestamp, str("42")) }, lit("null"), junk, func() { array(timestamp, str(`4\u0032`)) },
+			func() { array(timestamp) }, func() { array(timestamp, lit("null")) }, func() { array(timestamp, str("x"), junk) })
+	}
+	typ := "vector"
+	pick(func() {}, func() { typ = "scalar" }, func() { typ = "matrix" }, func() { typ = "string" }, func() { typ = "<ValNone>" },
+		func() { typ = "bogus" })
+	resultType := func() { pick(str(typ), lit("null"), lit("1"), rawStr(`vect\u006fr`), str("scalar")) }
+	result := func() { pick(vector, scalar) }
+	if typ == "scalar" {
+		result = func() { pick(scalar, vector) }
+	}
+	data := func() {
+		pick(func() {
+			object([]func(){member("resultType", resultType), member("result", result)}, member("x", junk))
+		},
+			lit("null"), junk)
+	}
+	status := func() { pick(str("success"), str("error"), str("other"), lit("null"), lit("1")) }
+	pick(func() {
+		object([]func(){member("status", status), member("data", data)}, member("errorType", pick2(r, w)),
+			member("error", pick2(r, w)), member("warnings", strList), member("infos", strList), member("stats", junk))
+	}, lit("null"), junk)
+	return w.b.Bytes()
+}
+
+// pick2 writes a string member value of another kind now and then.
+func pick2(r *rand.Rand, w *answerWriter) func() {
+	return func() {
+		switch r.IntN(4) {
+		case 0:
+			w.tok("null")
+		case 1:
+			w.junk(0)
+		default:
+			w.str([]string{"bad_data", "execution", "timeout", "oops"}[r.IntN(4)])
 		}
 	}
 }
