@@ -109,10 +109,30 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 			return nil, notFoundFor(t.gr(), t.metric, name.Name,
 				fmt.Sprintf("Prometheus returned no sample with a finite value for it (%s)", t.entry.Rule.Path()))
 		}
+		// The default stands in for a missing sample of an object that
+		// exists, never for a name nothing carries (a typo in an HPA's
+		// Object target must not read as a value).
+		exists, err := p.objectExists(ctx, t, name)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, notFoundFor(t.gr(), t.metric, name.Name,
+				fmt.Sprintf("no such object, and Prometheus returned no sample for it; the defaultValue of %s is given only to existing objects", t.entry.Rule.Path()))
+		}
 		s = sampleValue{value: q, ts: p.now()}
 	}
 	v := t.value(name.Namespace, name.Name, sel, s)
 	return &v, nil
+}
+
+// objectExists reports whether the object is in the object cache.
+func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types.NamespacedName) (bool, error) {
+	names, err := p.objects.ListObjects(ctx, t.gvr, name.Namespace, labels.Everything())
+	if err != nil {
+		return false, listError(t, name.Namespace, err)
+	}
+	return slices.Contains(names, name.Name), nil
 }
 
 // GetMetricBySelector implements CustomMetricsProvider: the values of a

@@ -157,6 +157,16 @@ func TestGetMetricByName(t *testing.T) {
 			wantQuery: `sum(jobs_waiting{namespace="shop",pod="web-1"}) by (pod)`,
 		},
 		{
+			name:      "a defaultValue is not given to an object that does not exist",
+			obj:       types.NamespacedName{Namespace: "shop", Name: "web-typo"},
+			gr:        podsGR,
+			metric:    "jobs_waiting",
+			answer:    always(http.StatusOK, vector()),
+			wantQuery: `sum(jobs_waiting{namespace="shop",pod="web-typo"}) by (pod)`,
+			wantCode:  http.StatusNotFound,
+			wantMsg:   "the server could not find the metric jobs_waiting for pods web-typo: no such object, and Prometheus returned no sample for it; the defaultValue of rules[4] is given only to existing objects",
+		},
+		{
 			name:      "a Prometheus error is an error, never the defaultValue",
 			obj:       types.NamespacedName{Namespace: "shop", Name: "web-1"},
 			gr:        podsGR,
