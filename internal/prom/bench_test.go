@@ -2,11 +2,14 @@ package prom
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
@@ -74,5 +77,64 @@ func BenchmarkCoalescingGroup(b *testing.B) {
 		if _, err := g.do(ctx, "k", fn, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkQueryPath is one instant query of n samples from an httptest
+// Prometheus, through the client's request path and decoding: the
+// streaming decoder (Client.Query) against client_golang's v1 Query and
+// toVector (what Client.Query did before), on the same client.
+func BenchmarkQueryPath(b *testing.B) {
+	for _, n := range []int{100, 5000} {
+		body := benchAnswer(n)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(body)
+		}))
+		b.Cleanup(srv.Close)
+		c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: newTransport(nil)}, Metrics: metrics.New()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.CloseIdleConnections)
+		paths := []struct {
+			name  string
+			query func(ctx context.Context) (model.Vector, error)
+		}{
+			{name: "client_golang", query: func(ctx context.Context) (model.Vector, error) {
+				ctx = context.WithValue(ctx, requestStateKey{}, &requestState{timeout: c.timeout})
+				val, _, _, err := c.api.Query(ctx, benchQuery, time.Time{})
+				if err != nil {
+					return nil, err
+				}
+				return toVector(val)
+			}},
+			{name: "streaming", query: func(ctx context.Context) (model.Vector, error) {
+				return c.Query(ctx, benchQuery, time.Time{})
+			}},
+		}
+		for _, p := range paths {
+			b.Run(fmt.Sprintf("%s/%d", p.name, n), func(b *testing.B) {
+				ctx := context.Background()
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					vec, err := p.query(ctx)
+					if err != nil || len(vec) != n {
+						b.Fatalf("%d samples, %v", len(vec), err)
+					}
+				}
+				reportCPU(b, cpu0)
+			})
+		}
+	}
+}
+
+// reportCPU reports the process CPU time per operation since cpu0 (the
+// httptest Prometheus included, when there is one): on a shared machine
+// wall time mostly measures waiting for a core.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 	}
 }

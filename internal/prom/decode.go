@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"unicode"
 	"unicode/utf16"
@@ -442,9 +443,13 @@ func (d *decoder) vector() (model.Vector, error) {
 			err = s.literal("null")
 			continue
 		}
+		start := s.i
 		smp := d.newSample()
 		if err = d.sample(smp); err != nil {
 			return nil, err
+		}
+		if len(vec) == 0 {
+			d.sizeFor(&vec, s.i-start)
 		}
 		vec = append(vec, smp)
 	}
@@ -452,6 +457,26 @@ func (d *decoder) vector() (model.Vector, error) {
 		return nil, err
 	}
 	return vec, nil
+}
+
+// minSampleLen is the length of the shortest sample Prometheus writes:
+// {"metric":{},"value":[0,"0"]}.
+const minSampleLen = 29
+
+// sizeFor sizes the vector and the next slab of samples for the rest of the
+// body, guessing from the length of the first sample that the others are
+// about as long (answers are usually regular), so that neither grows by
+// copying. The guess is bounded by what the body can hold.
+func (d *decoder) sizeFor(vec *model.Vector, firstLen int) {
+	rest := len(d.s.b) - d.s.i
+	n := rest/max(firstLen, minSampleLen) + 1
+	n = min(n, rest/minSampleLen+1, 1<<16)
+	if n > 1 {
+		*vec = slices.Grow(*vec, n)
+		if len(d.slab) < n-1 {
+			d.slab = make([]model.Sample, n-1)
+		}
+	}
 }
 
 // newSample allocates samples in slabs: one allocation per many samples.

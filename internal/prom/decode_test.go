@@ -434,13 +434,17 @@ func BenchmarkDecodeVector(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(body)))
+				cpu0 := processCPU()
 				for b.Loop() {
 					vec, _, err := impl.decode(http.StatusOK, body)
 					if err != nil || len(vec) != n {
 						b.Fatalf("%d samples, %v", len(vec), err)
 					}
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/sample")
+				reportCPU(b, cpu0)
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/sample")
+				}
 			})
 		}
 	}
