@@ -377,6 +377,9 @@ func testAdapterValues(t *testing.T, promBinary string) {
 			check(t, pod+" by name", values(map[string]string{pod: want[pod]})(
 				customValuesV1beta2(getAnswer(ctx, env, podsPath+pod+"/pod_thing_or_default"), "pod_thing_or_default", podRef)))
 		}
+		// A name no pod has (an HPA target's typo) never reads as the default.
+		check(t, "p-typo by name", getAnswer(ctx, env, podsPath+"p-typo/pod_thing_or_default").
+			wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "p-typo", "given only to existing objects"))
 	})
 
 	t.Run("external NaN Inf absent defaultValue", func(t *testing.T) {
