@@ -98,10 +98,11 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 			defer wg.Done()
 			defer func() { <-d.nameSlots }()
 			a := &nameAsker{
+				sel:    sel,
 				prom:   d.prom,
 				scoper: d.scoper,
 				name:   jb.name,
-				base:   append(sel.Matchers(), naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: jb.name}),
+				base:   withName(sel, jb.name),
 				start:  start,
 				end:    now,
 				values: map[string][]string{},
@@ -145,6 +146,7 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 // seriesQuery needing the same answer share one request. It is used by one
 // goroutine.
 type nameAsker struct {
+	sel        *Selector
 	prom       Prometheus
 	scoper     Scoper
 	name       string
@@ -152,6 +154,17 @@ type nameAsker struct {
 	start, end time.Time
 	values     map[string][]string
 	labels     map[string]map[string]bool
+}
+
+// withName returns the selector's matchers and __name__="name", unless the
+// selector already has it.
+func withName(sel *Selector, name string) []naming.Matcher {
+	ms := sel.Matchers()
+	m := naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: name}
+	if slices.Contains(ms, m) {
+		return ms
+	}
+	return append(ms, m)
 }
 
 // selector renders base and extra matchers as one series selector.
@@ -212,8 +225,14 @@ func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...nami
 	return vals, nil
 }
 
-func present(l string) naming.Matcher {
-	return naming.Matcher{Name: l, Op: naming.MatchNotEqual, Value: ""}
+// present returns the matchers selecting series that have label l: none
+// when the seriesQuery already requires it (the request is then the cheaper
+// one Prometheus answers from the seriesQuery's own postings).
+func (a *nameAsker) present(l string) []naming.Matcher {
+	if a.sel.requires(l) {
+		return nil
+	}
+	return []naming.Matcher{{Name: l, Op: naming.MatchNotEqual, Value: ""}}
 }
 
 func absent(l string) naming.Matcher {
@@ -223,7 +242,7 @@ func absent(l string) naming.Matcher {
 // rows returns, for each rule rules[j] (j in which), the rows standing for
 // the name's series.
 func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int) ([][]naming.Series, error) {
-	all, err := a.labelNames(ctx)
+	all, err := a.labelSet(ctx, rules, which)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +271,37 @@ func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int)
 		out[k] = rs.rows
 	}
 	return out, nil
+}
+
+// labelSet returns the label names of the name's series that the rules may
+// read. When no rule has a resources.template and the seriesQuery requires
+// every label the rules name (`{namespace!="",pod!=""}` with overrides for
+// both), these are known without asking.
+func (a *nameAsker) labelSet(ctx context.Context, rules []*naming.Rule, which []int) (map[string]bool, error) {
+	known := map[string]bool{}
+	for _, j := range which {
+		r := rules[j]
+		res := r.Resources()
+		if r.Kind() == naming.KindExternal {
+			if l, err := res.LabelForResource(naming.NamespaceResource); err == nil && r.Namespaced() {
+				known[l] = true
+			}
+			continue
+		}
+		if res.HasTemplate() {
+			return a.labelNames(ctx)
+		}
+		for l := range res.Overrides() {
+			known[l] = true
+		}
+	}
+	for l := range known {
+		if !a.sel.requires(l) {
+			return a.labelNames(ctx)
+		}
+	}
+	known[string(model.MetricNameLabel)] = true
+	return known, nil
 }
 
 // externalRows: an external rule needs the name (one row) and, when
@@ -328,9 +378,9 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 				xs = []string{nsLabel}
 			}
 			for _, x := range xs {
-				extra := []naming.Matcher{present(m.label)}
+				extra := a.present(m.label)
 				if x != m.label && x != nsLabel {
-					extra = append(extra, present(x))
+					extra = append(extra, a.present(x)...)
 				}
 				vals, err := a.labelValues(ctx, nsLabel, extra...)
 				if err != nil {
@@ -351,7 +401,10 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 			continue
 		}
 		// Series with L and no label mapping to namespaces: cluster-wide.
-		extra := []naming.Matcher{present(m.label)}
+		if slices.ContainsFunc(nsLabels, a.sel.requires) {
+			continue // the seriesQuery selects none
+		}
+		extra := a.present(m.label)
 		for _, x := range nsLabels {
 			extra = append(extra, absent(x))
 		}

@@ -23,7 +23,8 @@ import (
 
 // diffConfig exercises what the labels strategy must reproduce: overrides,
 // a template, two labels mapping to namespaces, rules of one seriesQuery
-// with different namespace labels, cluster-scoped resources, seriesFilters
+// with different namespace labels, cluster-scoped resources, a seriesQuery
+// requiring the namespace and resource labels, seriesFilters
 // and name.matches, a bare-name and a name{...} seriesQuery, and external
 // rules namespaced or not.
 const diffConfig = `
@@ -71,6 +72,15 @@ rules:
     overrides:
       node: {resource: node}
   name: {matches: '^m(.)$', as: 'n_${1}'}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+- seriesQuery: '{__name__=~"m[0-4]",namespace!="",pod!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      pod: {resource: pod}
+      node: {resource: node}
+      service: {resource: service}
+  name: {as: 'e_${0}'}
   metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
 externalRules:
 - seriesQuery: '{__name__=~"m.*"}'
@@ -190,12 +200,18 @@ func TestLabelsStrategyRequests(t *testing.T) {
 	if got := s.fake.Calls(fakeprom.Query) + s.fake.Calls(fakeprom.Series); got != 0 {
 		t.Errorf("labels strategy sent %d queries or series lists, want 0", got)
 	}
-	// One names call per distinct seriesQuery (5); per kept name (pm_status,
-	// http_requests_total, http_errors_total, node_load1, queue_length,
-	// queue_age) one label-names call, plus, per name and resource label
-	// of a namespaced resource, the namespaces and the cluster-wide check.
-	if got := s.fake.Calls(fakeprom.LabelValues); got < 5 {
-		t.Errorf("%d label-values calls, want at least 5", got)
+	// One names call per distinct seriesQuery (5), then per kept name the
+	// namespaces of each namespaced resource label: pm_status (pod_name),
+	// http_requests_total (pod, service), http_errors_total (deployment,
+	// job), queue_length; label names for the template rules' names and
+	// node_load1 (not for pm_status and queue_length, whose seriesQueries
+	// require every label their rules map), and no cluster-wide check (every
+	// seriesQuery with a namespaced resource requires namespace).
+	if got, want := s.fake.Calls(fakeprom.LabelValues), 5+1+2+2+1; got != want {
+		t.Errorf("%d label-values calls, want %d:\n%s", got, want, strings.Join(s.fake.Matches(), "\n"))
+	}
+	if got, want := s.fake.Calls(fakeprom.Labels), 3; got != want {
+		t.Errorf("%d label-names calls, want %d:\n%s", got, want, strings.Join(s.fake.Matches(), "\n"))
 	}
 	for _, sel := range s.fake.Matches() {
 		if strings.Contains(sel, "http_requests_count") || strings.Contains(sel, "http_x_total_bucket") {
@@ -232,8 +248,9 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 	}{
 		{"match[] rejected", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusBadRequest}, 10, false},
 		{"endpoint not found", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusNotFound}, 10, false},
-		{"per-name call rejected", fakeprom.Labels, fakeprom.Failure{Status: http.StatusUnprocessableEntity, Match: "pm_status"}, 2, false},
-		{"transient", fakeprom.Labels, fakeprom.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}, 0, true},
+		// Only the template rules' seriesQuery asks label names per name.
+		{"per-name call rejected", fakeprom.Labels, fakeprom.Failure{Status: http.StatusUnprocessableEntity, Match: "http_requests_total"}, 2, false},
+		{"transient", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,7 +268,7 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 				if tc.wantErr != (err != nil) {
 					t.Fatalf("RunOnce error = %v, want error %t", err, tc.wantErr)
 				}
-				if err != nil && !strings.Contains(err.Error(), "pm_status") {
+				if err != nil && !strings.Contains(err.Error(), tc.failure.Match) {
 					t.Errorf("error %q does not name the seriesQuery", err)
 				}
 			}

@@ -69,6 +69,17 @@ func (s *Selector) Matches(ls model.LabelSet) bool {
 	return true
 }
 
+// requires reports whether every series the selector selects has label:
+// some matcher on it does not match the empty value.
+func (s *Selector) requires(label string) bool {
+	for _, m := range s.matchers {
+		if m.Name == label && !m.matches("") {
+			return true
+		}
+	}
+	return false
+}
+
 // FailedMatcher returns the first matcher a series with these labels does
 // not satisfy, for explanations; ok is false when the selector matches.
 func (s *Selector) FailedMatcher(ls model.LabelSet) (m naming.Matcher, ok bool) {

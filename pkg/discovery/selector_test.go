@@ -170,3 +170,45 @@ func FuzzParseSelector(f *testing.F) {
 		}
 	})
 }
+
+// TestSelectorWithName: the labels strategy adds __name__="N" and presence
+// matchers to a seriesQuery, whatever its form, inside the braces
+// (Prometheus rejects a name both before and inside them).
+func TestSelectorWithName(t *testing.T) {
+	tests := []struct {
+		name, seriesQuery string
+		extra             []naming.Matcher
+		want              string
+	}{
+		{"bare name", `up`, nil, `{__name__="up"}`},
+		{"name and braces", `http_total{a="b"}`, []naming.Matcher{{Name: "pod", Op: naming.MatchNotEqual}},
+			`{__name__="http_total",a="b",pod!=""}`},
+		{"regex on the name", `{__name__=~"x.*",a!=""}`, nil, `{__name__=~"x.*",a!="",__name__="up"}`},
+		{"escapes and UTF-8 label names", "{\"a.b\"=~`\\d+\"`}", []naming.Matcher{{Name: "namespace", Op: naming.MatchEqual}},
+			`{"a.b"=~"\\d+\"",__name__="up",namespace=""}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := ParseSelector(tc.seriesQuery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := "up"
+			if strings.HasPrefix(tc.seriesQuery, "http_total") {
+				name = "http_total"
+			}
+			got := renderSelector(append(withName(sel, name), tc.extra...))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("selector (-want +got):\n%s", diff)
+			}
+			// It parses back to the same matchers.
+			back, err := ParseSelector(got)
+			if err != nil {
+				t.Fatalf("rendered selector does not parse: %v", err)
+			}
+			if diff := cmp.Diff(append(withName(sel, name), tc.extra...), back.Matchers()); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
