@@ -286,6 +286,11 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			wantInMsg: "result",
 		},
 		{
+			name: "null sample replaced by a later data member",
+			body: `{"status":"success","data":{"resultType":"vector","result":[null]},"d\u0061ta":{"resultType":"vector","result":[]}}`,
+			want: model.Vector{},
+		},
+		{
 			name:      "null sample",
 			body:      vectorAnswer(`[null]`),
 			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
