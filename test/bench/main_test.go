@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,8 +45,8 @@ const (
 	EnvRelist = "PROMSCALER_BENCH_RELIST"
 	// EnvRelists is the number of relists measured per strategy (default 2).
 	EnvRelists = "PROMSCALER_BENCH_RELISTS"
-	// EnvRate is the open-loop rate of the overhead run (default 500/s).
-	EnvRate = "PROMSCALER_BENCH_RATE"
+	// EnvRates lists the open-loop rates of the overhead runs (default "500,100").
+	EnvRates = "PROMSCALER_BENCH_RATES"
 	// EnvStrategies lists the --discovery-strategy values to measure besides
 	// the default (default: labels,grouped,series when the adapter has the flag).
 	EnvStrategies = "PROMSCALER_BENCH_STRATEGIES"
@@ -58,7 +59,9 @@ const (
 	podLabel      = "app"
 	podLabelValue = "bench"
 	// maxAge is the discovery adapters' --metrics-max-age: the backfilled
-	// samples are up to 30 minutes old when Prometheus starts.
+	// samples are 10 to 30 minutes old when Prometheus starts. None is
+	// within the 5-minute lookback of an instant query, so the serving
+	// queries read only the scraped series (see docs/performance.md).
 	maxAge = time.Hour
 )
 
@@ -67,8 +70,9 @@ func servingPod(i int) string       { return fmt.Sprintf("pod-%04d", i) }
 
 // settings are the harness sizes, from the environment.
 type settings struct {
-	series, servePods, bigPods, workers, relists, rate int
-	duration, relist                                   time.Duration
+	series, servePods, bigPods, workers, relists int
+	rates                                        []int
+	duration, relist                             time.Duration
 }
 
 func envInt(name string, def int) int {
@@ -76,6 +80,19 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+func envInts(name string, def []int) []int {
+	var out []int
+	for _, f := range strings.Split(os.Getenv(name), ",") {
+		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v > 0 {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
 }
 
 func envDuration(name string, def time.Duration) time.Duration {
@@ -92,7 +109,7 @@ func loadSettings() settings {
 		bigPods:   envInt(EnvBigPods, 5_000),
 		workers:   envInt(EnvWorkers, 8),
 		relists:   envInt(EnvRelists, 2),
-		rate:      envInt(EnvRate, 500),
+		rates:     envInts(EnvRates, []int{500, 100}),
 		duration:  envDuration(EnvDuration, 10*time.Second),
 		relist:    envDuration(EnvRelist, 30*time.Second),
 	}
@@ -185,7 +202,7 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 	pods := max(cfg.series/1000, 1)
 	now := time.Now()
 	s.bulk = BulkSpec{Metrics: 10, Namespaces: 100, Pods: pods,
-		Times: []time.Time{now.Add(-30 * time.Minute), now.Add(-15 * time.Minute), now.Add(-time.Minute)}}
+		Times: []time.Time{now.Add(-30 * time.Minute), now.Add(-20 * time.Minute), now.Add(-10 * time.Minute)}}
 	tsdb := filepath.Join(env.Dir, "tsdb")
 	if err := backfill(ctx, env.Dir, tsdb, s.bulk); err != nil {
 		return nil, err
