@@ -30,9 +30,12 @@ import (
 // sample values are the raw text between the quotes as strconv.ParseFloat
 // reads it ("NaN", "+Inf", "-Inf"), invalid UTF-8 and lone surrogates become
 // U+FFFD, and the whole body must be valid JSON. FuzzDecodeVector checks the
-// agreement. One deliberate difference: a null element of the result is an
+// agreement. Deliberate differences: a null element of the result is an
 // error here, where client_golang returns a nil *model.Sample that every
-// caller would dereference.
+// caller would dereference; and a matrix result, which an instant query
+// never returns and the client refuses, is refused without being decoded,
+// even when a duplicate "data" member follows it (client_golang decodes it
+// with json-iterator's rules, and may then take the later member).
 //
 // Native histogram samples ("histogram") are rare in the answers the adapter
 // asks for; their value is handed to model.SampleHistogramPair's own
@@ -74,6 +77,9 @@ func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error)
 	if a.status == "error" {
 		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
+	if a.sawMatrix {
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
+	}
 	switch a.kind {
 	case resultVector:
 		for _, smp := range a.vec {
@@ -84,8 +90,6 @@ func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error)
 		return a.vec, a.warnings, nil
 	case resultScalar:
 		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
-	case resultMatrix:
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
 	default:
 		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
 	}
@@ -108,7 +112,6 @@ const (
 	resultNone resultKind = iota
 	resultVector
 	resultScalar
-	resultMatrix
 )
 
 // answer is the decoded envelope of a Prometheus API answer.
@@ -121,6 +124,9 @@ type answer struct {
 	kind   resultKind
 	vec    model.Vector
 	scalar model.Scalar
+	// sawMatrix is set when any "data" member held a matrix, even one a
+	// later duplicate member replaced.
+	sawMatrix bool
 }
 
 // decodeAnswer decodes a whole body. With withData false the "data" member
@@ -351,7 +357,10 @@ func (d *decoder) data(a *answer) error {
 		}
 		a.kind, a.scalar = resultScalar, sc
 	case model.ValMatrix:
-		a.kind, a.vec = resultMatrix, nil
+		if resStart < 0 {
+			return errors.New(`no "result" in the matrix answer`)
+		}
+		a.kind, a.vec, a.sawMatrix = resultNone, nil, true
 	default:
 		return fmt.Errorf("unexpected value type %q", typ.String())
 	}
@@ -440,7 +449,9 @@ func (d *decoder) vector() (model.Vector, error) {
 		if null {
 			// Refused by decodeQueryAnswer if it is in the final result.
 			vec = append(vec, nil)
-			err = s.literal("null")
+			if err = s.literal("null"); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		start := s.i

@@ -291,6 +291,12 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			want: model.Vector{},
 		},
 		{
+			name:      "broken null in a result replaced later",
+			body:      `{"status":"success","data":{"resultType":"vector","result":[nu],"result":[]}}`,
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "in literal null",
+		},
+		{
 			name:      "null sample",
 			body:      vectorAnswer(`[null]`),
 			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
@@ -349,6 +355,9 @@ func checkAgainstReference(t *testing.T, code int, body []byte) {
 					return // deliberate: a null sample is an error here
 				}
 			}
+			if isMatrixAnswer(body) {
+				return // deliberate: a matrix, even replaced, is an error here
+			}
 			t.Fatalf("client_golang accepts %q, the decoder says %v", body, gotErr)
 		}
 		if diff := cmp.Diff(want, got, exactValues); diff != "" {
@@ -366,7 +375,7 @@ func checkAgainstReference(t *testing.T, code int, body []byte) {
 	if wantAPI.Type == v1.ErrBadResponse && gotAPI.Type == v1.ErrBadResponse && wantAPI.Detail == "" && gotAPI.Detail == "" {
 		return // both could not decode it; the messages differ
 	}
-	if wantAPI.Type == v1.ErrBadResponse && isMatrixAnswer(body) {
+	if isMatrixAnswer(body) {
 		return // deliberate: a matrix is not decoded, only refused
 	}
 	if wantAPI.Type != gotAPI.Type || wantAPI.Msg != gotAPI.Msg || wantAPI.Detail != gotAPI.Detail {
@@ -376,7 +385,7 @@ func checkAgainstReference(t *testing.T, code int, body []byte) {
 
 func isMatrixAnswer(body []byte) bool {
 	a, err := decodeAnswer(body, true)
-	return err == nil && a.kind == resultMatrix
+	return err == nil && a.sawMatrix
 }
 
 // TestQueryFallsBackToGET checks the client_golang behaviour kept by the
@@ -500,7 +509,25 @@ func FuzzDecodeVector(f *testing.F) {
 		for _, code := range []int{http.StatusOK, http.StatusNoContent, http.StatusBadRequest, http.StatusServiceUnavailable} {
 			checkAgainstReference(t, code, quirky)
 		}
+		for _, broken := range corruptions(seed, quirky) {
+			checkAgainstReference(t, http.StatusOK, broken)
+		}
 	})
+}
+
+// corruptions returns copies of body with one byte deleted, one replaced
+// and the end cut off, at random places.
+func corruptions(seed uint64, body []byte) [][]byte {
+	if len(body) == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, 42))
+	i := r.IntN(len(body))
+	deleted := append(bytes.Clone(body[:i]), body[i+1:]...)
+	replaced := bytes.Clone(body)
+	const bytesToTry = `{}[]:,"\ntfu0-.eE+x`
+	replaced[r.IntN(len(body))] = bytesToTry[r.IntN(len(bytesToTry))]
+	return [][]byte{deleted, replaced, body[:r.IntN(len(body))]}
 }
 
 // TestQuirkyAnswers runs the quirky part of FuzzDecodeVector over many
@@ -510,6 +537,9 @@ func TestQuirkyAnswers(t *testing.T) {
 		quirky := quirkyAnswer(seed)
 		for _, code := range []int{http.StatusOK, http.StatusBadRequest} {
 			checkAgainstReference(t, code, quirky)
+		}
+		for _, broken := range corruptions(seed, quirky) {
+			checkAgainstReference(t, http.StatusOK, broken)
 		}
 	}
 }
