@@ -1,9 +1,11 @@
 // Package prom is promscaler's Prometheus client: the HTTP API (instant
 // queries, series, label names and values) over client_golang's api and
-// api/v1 packages, with an injected *http.Client, a per-query timeout that is
-// both sent as timeout= and enforced locally, GET or POST (POST automatically
-// when a GET URL would be too long), coalescing of concurrent identical
-// calls, an optional short-TTL result cache, and request metrics.
+// api/v1 packages, except that instant query answers are read by a
+// streaming decoder of its own (decode.go). It has an injected
+// *http.Client, a per-query timeout that is both sent as timeout= and
+// enforced locally, GET or POST (POST automatically when a GET URL would be
+// too long), coalescing of concurrent identical calls, an optional
+// short-TTL result cache, and request metrics.
 //
 // It speaks only the standard Prometheus HTTP API, so Thanos, Mimir/Cortex
 // and VictoriaMetrics work too. Consumers depend on the small interfaces
