@@ -53,13 +53,15 @@ const (
 	//     names; names that no rule of the seriesQuery keeps (seriesFilters,
 	//     name.matches) are dropped here, so the cost grows with the metrics
 	//     served, not with every name the seriesQuery selects;
-	//  2. per kept name N, with at most Options.Concurrency requests in
-	//     flight: /api/v1/labels?match[]=SERIES_QUERY,__name__="N" (the
+	//  2. per kept name N, Options.Concurrency names at a time:
+	//     /api/v1/labels?match[]=SERIES_QUERY,__name__="N" (the
 	//     label names N has), then for each label L a rule maps to a
-	//     resource, the namespaces of N's series having L
+	//     namespaced resource, the namespaces of N's series having L
 	//     (/api/v1/label/NAMESPACE_LABEL/values with L!="") and whether
 	//     series of N with L and no namespace label exist (/api/v1/labels
-	//     with L!="",NAMESPACE_LABEL="").
+	//     with L!="",NAMESPACE_LABEL=""). Requests and matchers the
+	//     seriesQuery makes redundant are left out: for
+	//     {namespace!="",pod!=""} with overrides, one request per name.
 	//
 	// The rows built from these answers give exactly the index the series
 	// strategy gives for the same series: resource mapping reads label names

@@ -86,11 +86,13 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 		firstErr error
 	)
 	for i, jb := range jobs {
+		acquired := false
 		select {
 		case d.nameSlots <- struct{}{}:
+			acquired = true
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
+		if !acquired {
 			break
 		}
 		wg.Add(1)
