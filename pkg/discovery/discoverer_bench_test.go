@@ -132,3 +132,64 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
 }
+
+// BenchmarkDiscoveryManyNames is BenchmarkDiscovery for the labels
+// strategy's worst case: many served names (its requests grow with names x
+// resource labels), here 200 names x 20 namespaces x 25 pods = 100,000
+// series under one template rule, so each name needs its label names and
+// the namespaces of each resource label.
+func BenchmarkDiscoveryManyNames(b *testing.B) {
+	rules := compile(b, `
+rules:
+- seriesQuery: '{__name__=~"app_.*",namespace!="",pod!=""}'
+  resources:
+    template: <<.Resource>>
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+`)
+	const names, namespaces, pods = 200, 20, 25
+	series := make([]model.LabelSet, 0, names*namespaces*pods)
+	for n := range names {
+		for ns := range namespaces {
+			for p := range pods {
+				series = append(series, model.LabelSet{
+					"__name__": model.LabelValue(fmt.Sprintf("app_metric_%d", n)), "namespace": model.LabelValue(fmt.Sprintf("ns-%d", ns)),
+					"pod": model.LabelValue(fmt.Sprintf("pod-%d", p)), "service": "web", "instance": model.LabelValue(fmt.Sprintf("10.0.%d.%d:8080", ns, p)),
+					"job": "app", "container": "app",
+				})
+			}
+		}
+	}
+	fake := fakeprom.New(series)
+	defer fake.Close()
+	cache := newReplay(fake.URL)
+	front := httptest.NewServer(cache)
+	defer front.Close()
+	client, err := prom.New(prom.Config{Address: front.URL, HTTPClient: front.Client(), Timeout: time.Minute, Metrics: metrics.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, st := range discovery.Strategies {
+		b.Run(fmt.Sprintf("%s/series=%d", st, len(series)), func(b *testing.B) {
+			d, err := discovery.New(discovery.Options{Prometheus: client, Rules: rules, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.RunOnce(context.Background()); err != nil { // fill the replay cache
+				b.Fatal(err)
+			}
+			cache.bytes.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := d.RunOnce(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cache.bytes.Load())/float64(b.N), "resp-bytes/op")
+			// pods, services, jobs.batch (namespaced) and namespaces.
+			if n := len(d.Index().CustomMetrics()); n != 4*names {
+				b.Fatalf("%d custom metrics, want %d", n, 4*names)
+			}
+		})
+	}
+}
