@@ -3,7 +3,7 @@
 package bench
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -32,6 +32,9 @@ type adapterProc struct {
 	logFile string
 	started time.Time
 	done    chan struct{}
+	// logOffset and passes: what discoveryPasses has read so far.
+	logOffset int64
+	passes    []time.Duration
 }
 
 // startAdapter runs the adapter binary with the connection flags the
@@ -106,19 +109,29 @@ func (a *adapterProc) stop() {
 	}
 }
 
-// discoveryPasses reads the adapter log (-v=2) and returns the duration of
-// every "Discovery pass done" line so far.
+// discoveryPasses reads what the adapter logged (-v=2) since the last call
+// and returns the duration of every "Discovery pass done" line so far.
 func (a *adapterProc) discoveryPasses() ([]time.Duration, error) {
 	f, err := os.Open(a.logFile)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []time.Duration
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	if _, err := f.Seek(a.logOffset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	// Only whole lines; a partial last line is read again next time.
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i+1]
+	} else {
+		data = nil
+	}
+	a.logOffset += int64(len(data))
+	for _, line := range strings.Split(string(data), "\n") {
 		if !strings.Contains(line, "Discovery pass done") {
 			continue
 		}
@@ -126,9 +139,9 @@ func (a *adapterProc) discoveryPasses() ([]time.Duration, error) {
 		if m := durationRE.FindStringSubmatch(line); m != nil {
 			d, _ = time.ParseDuration(m[1])
 		}
-		out = append(out, d)
+		a.passes = append(a.passes, d)
 	}
-	return out, sc.Err()
+	return a.passes, nil
 }
 
 var durationRE = regexp.MustCompile(`duration="?([0-9.]+[a-zµ]+)"?`)
