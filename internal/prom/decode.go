@@ -275,10 +275,11 @@ func (d *decoder) stringList(what string) ([]string, error) {
 }
 
 // data decodes the "data" object of a query answer: resultType and result,
-// in either order. A vector result that follows its resultType is decoded
-// as it is read; otherwise (and when the first attempt failed, which is not
-// an error if a later duplicate "result" replaces it) the result is decoded
-// from its recorded position once the whole object has been read.
+// in either order. A result that follows resultType "vector", or comes
+// first, is decoded as a vector as it is read; otherwise (and when that
+// attempt failed, which is not an error if a later duplicate "result"
+// replaces it) the result is decoded from its recorded position once the
+// whole object has been read and the type is known.
 func (d *decoder) data(a *answer) error {
 	s := &d.s
 	c, err := s.peek()
@@ -314,7 +315,9 @@ func (d *decoder) data(a *answer) error {
 		case keyIs(key, plain, "result"):
 			s.ws()
 			resStart = s.i
-			if typ == model.ValVector {
+			// Before resultType (as when an encoder sorts member
+			// names), a vector is the likely type: try it.
+			if typ == model.ValVector || typ == model.ValNone {
 				if v, verr := d.vector(); verr == nil {
 					vec, vecStart = v, resStart
 				} else {
