@@ -120,8 +120,6 @@ type measured struct {
 	k8sCalls                        float64
 	apiserver                       map[string]float64
 	adapterCPU, promCPU, harnessCPU float64
-	sampleQueryLen                  int
-	firstErr                        error
 }
 
 func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run func() result) measured {
@@ -158,24 +156,16 @@ func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run fu
 	if m.logged, err = qlog.queries(querySubstr); err != nil {
 		b.Fatal(err)
 	}
-	if len(m.logged) > 0 {
-		m.sampleQueryLen = len(m.logged[0])
-	}
 	return m
 }
 
+func (m measured) perReq(v float64) float64 { return v / float64(max(m.res.requests, 1)) }
+
+// report logs the run and reports its metrics.
 func (m measured) report(b *testing.B, name string) {
+	m.log(name)
 	r := m.res
-	perReq := func(v float64) float64 { return v / float64(max(r.requests, 1)) }
-	var keys []string
-	for k, v := range m.apiserver {
-		keys = append(keys, fmt.Sprintf("%s=%.0f", k, v))
-	}
-	sort.Strings(keys)
-	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req; adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
-		name, r.requests, r.errors, errSuffix(r.firstErr), r.elapsed.Round(time.Millisecond), r.perSecond(), r.percentile(0.5), r.percentile(0.99),
-		len(m.logged), m.after.queries-m.before.queries, m.after.coalesced-m.before.coalesced,
-		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.k8sCalls, strings.Join(keys, ","), loadAvg())
+	perReq := m.perReq
 	b.ReportMetric(r.perSecond(), "req/s")
 	b.ReportMetric(r.percentile(0.5), "p50-ms")
 	b.ReportMetric(r.percentile(0.99), "p99-ms")
@@ -185,6 +175,21 @@ func (m measured) report(b *testing.B, name string) {
 	b.ReportMetric(perReq(m.adapterCPU)*1000, "adapter-cpu-ms/req")
 	b.ReportMetric(perReq(m.promCPU)*1000, "prom-cpu-ms/req")
 	b.ReportMetric(m.k8sCalls, "k8s-api-calls")
+}
+
+// log prints what the run measured.
+func (m measured) log(name string) {
+	r := m.res
+	perReq := m.perReq
+	var keys []string
+	for k, v := range m.apiserver {
+		keys = append(keys, fmt.Sprintf("%s=%.0f", k, v))
+	}
+	sort.Strings(keys)
+	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req; adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
+		name, r.requests, r.errors, errSuffix(r.firstErr), r.elapsed.Round(time.Millisecond), r.perSecond(), r.percentile(0.5), r.percentile(0.99),
+		len(m.logged), m.after.queries-m.before.queries, m.after.coalesced-m.before.coalesced,
+		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.k8sCalls, strings.Join(keys, ","), loadAvg())
 }
 
 func errSuffix(s string) string {
@@ -252,7 +257,7 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate int) {
 	ma := s.measure(b, a, `namespace="`+ns+`"`, func() result {
 		return openLoop(ctx, s.admin, rate, s.cfg.duration, podsStarURL(a.url, ns))
 	})
-	ma.report(b, fmt.Sprintf("adapter open loop %d/s", rate))
+	ma.log(fmt.Sprintf("adapter open loop %d/s", rate))
 	if len(ma.logged) == 0 {
 		b.Fatalf("no query for %s in Prometheus's query log", ns)
 	}
@@ -262,7 +267,7 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate int) {
 	mp := s.measure(b, a, `namespace="`+ns+`"`, func() result {
 		return openLoop(ctx, s.promHC, rate, s.cfg.duration, raw)
 	})
-	mp.report(b, fmt.Sprintf("prometheus open loop %d/s (%s)", rate, ma.logged[0]))
+	mp.log(fmt.Sprintf("prometheus open loop %d/s (%s)", rate, ma.logged[0]))
 	ra, rp := ma.res, mp.res
 	progress("overhead at %d/s: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms",
 		rate, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99))
@@ -275,6 +280,8 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate int) {
 	b.ReportMetric(ra.percentile(0.99)-rp.percentile(0.99), "overhead-p99-ms")
 	b.ReportMetric(float64(ra.errors+rp.errors), "errors")
 	b.ReportMetric(float64(len(ma.logged)), "prom-queries")
+	b.ReportMetric(ma.perReq(ma.adapterCPU)*1000, "adapter-cpu-ms/req")
+	b.ReportMetric(mp.perReq(mp.promCPU)*1000, "prom-cpu-ms/query")
 	b.ReportMetric(ma.k8sCalls, "k8s-api-calls")
 }
 
