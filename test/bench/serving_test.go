@@ -325,52 +325,63 @@ func BenchmarkStar5000(b *testing.B) {
 }
 
 // BenchmarkCoalesce1000 sends 1,000 identical pods/* requests at once and
-// counts the Prometheus queries they caused.
+// counts the Prometheus queries they caused, over a 100-pod namespace and
+// over the 5,000-pod one (whose query runs longer, so more requests find it
+// in flight).
 func BenchmarkCoalesce1000(b *testing.B) {
 	s := setup(b)
 	a := s.serving(b)
-	ctx := context.Background()
-	const n = 1000
-	ns := servingNamespace(0)
-	u := podsStarURL(a.url, ns)
-	b.ReportAllocs()
-	for range b.N {
-		// Connections up before the burst.
-		if _, err := do(ctx, s.admin, u); err != nil {
-			b.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		m := s.measure(b, a, `namespace="`+ns+`"`, func() result {
-			var (
-				r     result
-				mu    sync.Mutex
-				wg    sync.WaitGroup
-				start = make(chan struct{})
-			)
-			for range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					t := time.Now()
-					_, err := do(ctx, s.admin, u)
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						r.errors++
-						r.firstErr = err.Error()
-						return
-					}
-					r.latencies = append(r.latencies, time.Since(t))
-				}()
+	for _, c := range []struct {
+		ns   string
+		pods int
+	}{{servingNamespace(0), s.cfg.servePods}, {bigNamespace, s.cfg.bigPods}} {
+		b.Run(fmt.Sprintf("pods-star-%d", c.pods), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				s.benchCoalesce(b, a, c.ns, 1000)
 			}
-			t0 := time.Now()
-			close(start)
-			wg.Wait()
-			r.elapsed = time.Since(t0)
-			r.requests = len(r.latencies) + r.errors
-			return r
 		})
-		m.report(b, fmt.Sprintf("%d concurrent identical requests", n))
 	}
+}
+
+func (s *stack) benchCoalesce(b *testing.B, a *adapterProc, ns string, n int) {
+	ctx := context.Background()
+	u := podsStarURL(a.url, ns)
+	// Connections up before the burst.
+	if _, err := do(ctx, s.admin, u); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	m := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+		var (
+			r     result
+			mu    sync.Mutex
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+		)
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				t := time.Now()
+				_, err := do(ctx, s.admin, u)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					r.errors++
+					r.firstErr = err.Error()
+					return
+				}
+				r.latencies = append(r.latencies, time.Since(t))
+			}()
+		}
+		t0 := time.Now()
+		close(start)
+		wg.Wait()
+		r.elapsed = time.Since(t0)
+		r.requests = len(r.latencies) + r.errors
+		return r
+	})
+	m.report(b, fmt.Sprintf("%d concurrent identical requests in %s", n, ns))
 }
