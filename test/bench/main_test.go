@@ -299,6 +299,8 @@ func backfill(ctx context.Context, dir, tsdb string, spec BulkSpec) error {
 		promtool = "/usr/bin/promtool"
 	}
 	cmd := exec.CommandContext(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", om, tsdb)
+	// Dies with the harness (an interrupt exits without cancelling ctx).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("promtool tsdb create-blocks-from openmetrics: %w: %s", err, lastLines(string(out), 20))
