@@ -150,8 +150,8 @@ type Options struct {
 	// StrategyLabels.
 	Strategy Strategy
 	// Concurrency bounds the seriesQueries asked in parallel and, for
-	// StrategyLabels, the per-name requests in flight; zero means
-	// DefaultConcurrency.
+	// StrategyLabels, the series names asked about at a time (over all
+	// seriesQueries); zero means DefaultConcurrency.
 	Concurrency int
 	// Scoper says which resources are cluster-scoped; nil means
 	// DefaultScoper. Give MapperScoper with the server's RESTMapper.

@@ -285,3 +285,24 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelsStrategyReloadKeepsLastGood: the labels strategy's rows are per
+// rule; after a reload (new rule objects, same paths) a failing seriesQuery
+// still serves its rules' last good rows.
+func TestLabelsStrategyReloadKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
+	ctx := context.Background()
+	if err := s.disc.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(s.disc.Index())
+	s.disc.SetRules(compile(t, testConfig))
+	s.fake.Fail(fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	if err := s.disc.RunOnce(ctx); err == nil {
+		t.Fatal("RunOnce succeeded against a failing Prometheus")
+	}
+	if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
+		t.Errorf("index after a reload and a failed relist (-before +after):\n%s", diff)
+	}
+}

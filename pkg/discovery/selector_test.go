@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -156,12 +155,11 @@ func FuzzParseSelector(f *testing.F) {
 		if len(ms) == 0 {
 			t.Fatalf("%q parsed with no matchers", in)
 		}
-		// Re-rendering the matchers gives a selector with the same meaning.
-		parts := make([]string, len(ms))
-		for i, m := range ms {
-			parts[i] = labelNameExpr(m.Name) + string(m.Op) + strconv.Quote(m.Value)
-		}
-		again, err := ParseSelector("{" + strings.Join(parts, ",") + "}")
+		// Re-rendering the matchers, as the labels strategy does with a
+		// name and a presence matcher added, gives a selector with the same
+		// meaning.
+		ms = append(withName(sel, "fuzz_name"), naming.Matcher{Name: "pod", Op: naming.MatchNotEqual})
+		again, err := ParseSelector(renderSelector(ms))
 		if err != nil {
 			t.Fatalf("re-parsing the rendering of %q: %v", in, err)
 		}
