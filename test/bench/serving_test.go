@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,11 +74,12 @@ func (s *stack) startServing() (*adapterProc, error) {
 	if err != nil || len(age) != 1 {
 		return nil, fmt.Errorf("sample age of %s: %v (%d samples)", servingMetric, err, len(age))
 	}
-	progress("serving adapter ready: every namespace answered in full; newest %s samples at most %.1fs old", servingMetric, age[0].Value)
+	progress("serving adapter ready: every pod of every namespace answered with its value; every %s series' latest sample at most %.1fs old", servingMetric, age[0].Value)
 	return a, nil
 }
 
-// items returns how many items a metric value list has.
+// items returns how many items a metric value list has, and an error when
+// a pod's value is not the one the exporter serves for it (1 + index%50).
 func items(ctx context.Context, s *stack, u string) (int, error) {
 	body, code, err := get(ctx, s.admin, u)
 	if err != nil {
@@ -87,10 +89,24 @@ func items(ctx context.Context, s *stack, u string) (int, error) {
 		return 0, fmt.Errorf("HTTP %d: %.300s", code, body)
 	}
 	var list struct {
-		Items []json.RawMessage `json:"items"`
+		Items []struct {
+			DescribedObject struct {
+				Name string `json:"name"`
+			} `json:"describedObject"`
+			Value string `json:"value"`
+		} `json:"items"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
 		return 0, err
+	}
+	for _, it := range list.Items {
+		var i int
+		if _, err := fmt.Sscanf(it.DescribedObject.Name, "pod-%d", &i); err != nil {
+			return 0, fmt.Errorf("unexpected pod %q", it.DescribedObject.Name)
+		}
+		if want := strconv.Itoa(1 + i%50); it.Value != want {
+			return 0, fmt.Errorf("pod %s: value %q, want %q", it.DescribedObject.Name, it.Value, want)
+		}
 	}
 	return len(list.Items), nil
 }
