@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -745,7 +746,7 @@ func (d *decoder) sampleValue(v *model.SampleValue) error {
 // scalar decodes a scalar result: [timestamp, "value", ...]. Unlike a
 // sample's value, the string is unescaped before parsing; a missing or null
 // value is an error (model.Scalar's decoding).
-func (d *decoder) scalar(sc *model.Scalar) (err error) {
+func (d *decoder) scalar(sc *model.Scalar) error {
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
@@ -834,7 +835,7 @@ func parseTime(raw []byte, t *model.Time) error {
 // parseTimeSlow is model.Time's UnmarshalJSON for any number text.
 func parseTimeSlow(text string, t *model.Time) error {
 	const second = 1000
-	base, frac, found := cutByte(text, '.')
+	base, frac, found := strings.Cut(text, ".")
 	v, err := strconv.ParseInt(base, 10, 64)
 	if err != nil {
 		return fmt.Errorf("timestamp: %w", err)
@@ -862,15 +863,6 @@ func parseTimeSlow(text string, t *model.Time) error {
 	}
 	*t = model.Time(v*second + va)
 	return nil
-}
-
-func cutByte(s string, sep byte) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 // keyIs reports whether an object member name (raw, as in the body) is name
