@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,13 @@ import (
 
 // getRaw is `kubectl get --raw path` through the admin client.
 func getRaw(ctx context.Context, env *framework.Env, path string) ([]byte, error) {
-	return env.Client.Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)
+	body, err := env.Client.Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)
+	if err != nil && len(body) > 0 {
+		// The discovery client does not decode an aggregated API's Status:
+		// keep the adapter's reason in the error.
+		return body, fmt.Errorf("%w: %s", err, bytes.TrimSpace(body))
+	}
+	return body, err
 }
 
 // eventually polls f every 500ms until it returns nil or timeout passes,
