@@ -58,8 +58,9 @@ const (
 	//     label names N has), then for each label L a rule maps to a
 	//     namespaced resource, the namespaces of N's series having L
 	//     (/api/v1/label/NAMESPACE_LABEL/values with L!="") and whether
-	//     series of N with L and no namespace label exist (/api/v1/labels
-	//     with L!="",NAMESPACE_LABEL=""). Requests and matchers the
+	//     series of N with L and no namespace label exist (L is among the
+	//     /api/v1/labels with NAMESPACE_LABEL="", one request per name).
+	//     Requests and matchers the
 	//     seriesQuery makes redundant are left out: for
 	//     {namespace!="",pod!=""} with overrides, one request per name.
 	//

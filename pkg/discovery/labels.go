@@ -403,12 +403,14 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 			continue
 		}
 		// Series with L and no label mapping to namespaces: cluster-wide.
+		// One request per name serves every L: the label names of the
+		// series without a namespace label.
 		if slices.ContainsFunc(nsLabels, a.sel.requires) {
 			continue // the seriesQuery selects none
 		}
-		extra := a.present(m.label)
-		for _, x := range nsLabels {
-			extra = append(extra, absent(x))
+		extra := make([]naming.Matcher, len(nsLabels))
+		for i, x := range nsLabels {
+			extra[i] = absent(x)
 		}
 		got, err := a.labelNames(ctx, extra...)
 		if err != nil {
