@@ -138,7 +138,7 @@ func New() *Metrics {
 		}),
 		DiscoveredSeries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "series",
-			Help: "Series (or grouped rows) returned by the last successful discovery of a rule.",
+			Help: "What the last successful discovery of a rule returned: series (series and grouped strategies), or (name, namespace, resource label) rows (labels strategy, the default, which does not count series).",
 		}, []string{"api", "rule"}),
 		DiscoveredMetrics: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "metrics",

@@ -643,6 +643,15 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{"--metrics-max-age 1m0s: must not be less than --metrics-relist-interval 5m0s"},
 		},
 		{
+			name: "unknown discovery strategy",
+			args: []string{"--config=" + rulesFile, "--discovery-strategy=fast"},
+			want: []string{`--discovery-strategy: unknown discovery strategy "fast" (want labels, grouped or series)`},
+		},
+		{
+			name: "every discovery strategy is accepted",
+			args: []string{"--config=" + rulesFile, "--discovery-strategy=series"},
+		},
+		{
 			name: "config is missing or a directory",
 			args: []string{"--config=" + dir},
 			want: []string{"is a directory"},
