@@ -120,6 +120,9 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 				return err
 			}
 			disc.SetRules(rs)
+			if cfg.ResourceRules != nil && resources == nil {
+				klog.InfoS("The new configuration has resourceRules, but metrics.k8s.io is installed only when the startup configuration has them: restart the adapter to serve it")
+			}
 			return nil
 		},
 	}
