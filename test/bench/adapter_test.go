@@ -236,6 +236,10 @@ func tail(path string, n int) string {
 // one label ("" sums everything into one key).
 func counters(text, family, label string) map[string]float64 {
 	out := map[string]float64{}
+	var labelRE *regexp.Regexp
+	if label != "" {
+		labelRE = regexp.MustCompile(`[{,]` + label + `="([^"]*)"`)
+	}
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(line, family) {
 			continue
@@ -250,8 +254,8 @@ func counters(text, family, label string) map[string]float64 {
 			continue
 		}
 		key := ""
-		if label != "" {
-			if m := regexp.MustCompile(label + `="([^"]*)"`).FindStringSubmatch(rest[:i]); m != nil {
+		if labelRE != nil {
+			if m := labelRE.FindStringSubmatch(rest[:i]); m != nil {
 				key = m[1]
 			}
 		}
