@@ -401,3 +401,41 @@ func (s *stack) benchCoalesce(b *testing.B, a *adapterProc, ns string, n int) {
 	})
 	m.report(b, fmt.Sprintf("%d concurrent identical requests in %s", n, ns))
 }
+
+// BenchmarkServingCached is BenchmarkServing's identical and
+// distinct-namespace runs against a second adapter started with
+// --prometheus-cache-ttl=1s (off by default): what the result cache adds
+// when identical requests do not overlap in time.
+func BenchmarkServingCached(b *testing.B) {
+	s := setup(b)
+	// The default-flags adapter idles meanwhile; start it first so it does
+	// not start during these runs.
+	s.serving(b)
+	a, err := s.startAdapter("serving-cache-1s", "--prometheus-cache-ttl=1s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.stop()
+	ctx := context.Background()
+	if _, err := a.waitListed(ctx, s.admin, "pods/"+servingMetric, 3*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	w := s.cfg.workers
+	for _, run := range []struct {
+		name string
+		url  func(int) string
+	}{
+		{fmt.Sprintf("pods-star-%d/identical-c%d", s.cfg.servePods, w), func(int) string { return podsStarURL(a.url, servingNamespace(0)) }},
+		{fmt.Sprintf("pods-star-%d/distinct-namespaces-c%d", s.cfg.servePods, w), func(i int) string { return podsStarURL(a.url, servingNamespace(i)) }},
+	} {
+		b.Run(run.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				m := s.measure(b, a, servingMetric, func() result {
+					return closedLoop(ctx, s.admin, w, s.cfg.duration, run.url)
+				})
+				m.report(b, run.name+" (--prometheus-cache-ttl=1s)")
+			}
+		})
+	}
+}
