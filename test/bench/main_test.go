@@ -244,7 +244,7 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 		return nil, err
 	}
 	progress("prometheus ready in %s", time.Since(t1).Round(time.Millisecond))
-	s.promHC = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}, Timeout: 5 * time.Minute}
+	s.promHC = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Minute}
 	if _, err := s.prom.WaitForQuery(ctx, `count(`+servingMetric+`)`, 1, time.Minute); err != nil {
 		return nil, err
 	}
@@ -255,13 +255,11 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 	}
 
 	// 5. The adapter's RBAC and identity; the admin client.
+	if err := env.EnsureNamespace(ctx, framework.AdapterNamespace); err != nil {
+		return nil, err
+	}
 	if _, err := env.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(env.RepoRoot, "deploy", "base", "rbac.yaml")); err != nil {
-		if err := env.EnsureNamespace(ctx, framework.AdapterNamespace); err != nil {
-			return nil, err
-		}
-		if _, err := env.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(env.RepoRoot, "deploy", "base", "rbac.yaml")); err != nil {
-			return nil, fmt.Errorf("applying adapter RBAC: %w", err)
-		}
+		return nil, fmt.Errorf("applying adapter RBAC: %w", err)
 	}
 	saUser := "system:serviceaccount:" + framework.AdapterNamespace + ":" + framework.AdapterServiceAccount
 	if s.adapterKubeconfig, err = env.UserKubeconfig(saUser, "system:serviceaccounts", "system:serviceaccounts:"+framework.AdapterNamespace, "system:authenticated"); err != nil {
