@@ -26,8 +26,11 @@
 //     maps to namespaces.
 //   - .LabelMatchers of a custom query is the metric selector's matchers
 //     (sorted by label), then namespace="ns", then the resource matcher:
-//     label="name" for one object, label=~"a|b" for several, label!="" for
-//     CustomRequest.AllObjects. .GroupBy is the resource's label. External
+//     label="name" for one object, label=~"a|b" for several. With
+//     CustomRequest.AllObjects there is no resource matcher (label!="" is
+//     costly in Prometheus), unless no other matcher requires a value, in
+//     which case it is label!="" so that .LabelMatchers is never empty.
+//     .GroupBy is the resource's label. External
 //     queries have the selector matchers then, for namespaced rules, the
 //     namespace matcher, and an empty .GroupBy.
 //

@@ -32,11 +32,16 @@ type CustomRequest struct {
 	// Names are the object names. One name renders label="name", several
 	// render label=~"a|b" (each name regex-escaped), in the given order.
 	Names []string
-	// AllObjects renders label!="" instead of a name matcher: the query asks
+	// AllObjects renders no matcher on the resource label: the query asks
 	// for every object of the resource (in Namespace), so its length does
 	// not grow with the number of objects; the caller keeps the samples of
-	// the objects it wants by reading Query.ResourceLabel. Names is then
-	// ignored.
+	// the objects it wants by reading Query.ResourceLabel and must ignore
+	// samples without that label (an empty name after "by (label)"). A
+	// label!="" matcher would cost Prometheus a merge of the postings of
+	// every value of the label in the TSDB; it is rendered only when no
+	// other matcher requires a value (no namespace and no selector matcher
+	// such as app="web"), so that .LabelMatchers is never empty. Names is
+	// then ignored.
 	AllObjects bool
 	// MetricSelector is the request's metric label selector; nil means
 	// everything.
@@ -143,7 +148,16 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 	}
 	switch {
 	case all:
-		ms = append(ms, Matcher{Name: resLabel, Op: MatchNotEqual})
+		// No matcher on the resource label: label!="" makes Prometheus
+		// merge the postings of every value of the label in the whole TSDB
+		// before intersecting them with the other matchers. It is kept
+		// only when no other matcher requires a value (cluster-scoped
+		// resource or all namespaces, no selector): a selector must keep
+		// one such matcher, and {<<.LabelMatchers>>,x="y"} must not start
+		// with a comma.
+		if !anyRequiresValue(ms) {
+			ms = append(ms, Matcher{Name: resLabel, Op: MatchNotEqual})
+		}
 	case len(names) == 0:
 		return nil, "", "", fmt.Errorf("%w for %s", ErrNoObjects, displayGR(gr))
 	default:
@@ -157,6 +171,37 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 		}
 	}
 	return ms, resLabel, nsLabel, nil
+}
+
+// anyRequiresValue reports whether one of ms does not match the empty
+// string, i.e. selects only series carrying its label (Prometheus refuses a
+// selector without such a matcher).
+func anyRequiresValue(ms []Matcher) bool {
+	for _, m := range ms {
+		if !m.matchesEmpty() {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesEmpty reports whether m matches a series without m.Name (an empty
+// value). An invalid regular expression counts as matching it.
+func (m Matcher) matchesEmpty() bool {
+	switch m.Op {
+	case MatchEqual:
+		return m.Value == ""
+	case MatchNotEqual:
+		return m.Value != ""
+	case MatchRegexp, MatchNotRegexp:
+		re, err := regexp.Compile("^(?:" + m.Value + ")$")
+		if err != nil {
+			return true
+		}
+		return re.MatchString("") == (m.Op == MatchRegexp)
+	default:
+		return true
+	}
 }
 
 // externalMatchers builds the metric-selector matchers then, when

@@ -150,6 +150,10 @@ func TestRenderGolden(t *testing.T) {
 			CustomRequest{Series: "http_requests_total", Resource: pods, Namespace: "default", Names: []string{"web.1", "web.2"}}},
 		{"label-values-by-name-all-objects", templateRule(labelValuesQuery),
 			CustomRequest{Series: "http_requests_total", Resource: pods, Namespace: "default", AllObjects: true}},
+		{"template-all-pods-matchers-first", templateRule(`sum(rate(<<.Series>>{<<.LabelMatchers>>,container!="POD"}[1m])) by (<<.GroupBy>>)`),
+			CustomRequest{Series: "container_cpu_usage_seconds_total", Resource: pods, Namespace: "default", AllObjects: true}},
+		{"template-all-nodes", templateRule(`sum(rate(<<.Series>>{<<.LabelMatchers>>,container!="POD"}[1m])) by (<<.GroupBy>>)`),
+			CustomRequest{Series: "container_cpu_usage_seconds_total", Resource: nodes, AllObjects: true}},
 		{"group-by-slice-range", templateRule(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<range $i, $l := .GroupBySlice>><<if $i>>,<<end>><<$l>><<end>>)`),
 			CustomRequest{Series: "up", Resource: pods, Namespace: "default", Names: []string{"a"}}},
 		{"hostile-names", seedRule(), CustomRequest{Series: "pm_status", Resource: pods, Namespace: `ns"}`, Names: []string{`a"} or vector(1) #`, `b|c`, `.*`, "d\ne", `f\`}}},
@@ -184,6 +188,78 @@ func TestSeedExample(t *testing.T) {
 	name, err := r.MetricNameForSeries("pm_status")
 	if err != nil || name != "fpm_active_rate" {
 		t.Errorf("MetricNameForSeries = %q, %v; want fpm_active_rate", name, err)
+	}
+}
+
+// TestAllObjectsResourceMatcher checks that an AllObjects query has no
+// matcher on the resource label (label!="" makes Prometheus merge the
+// postings of every value of the label), except when no other matcher
+// requires a value: .LabelMatchers is then label!="", never empty.
+func TestAllObjectsResourceMatcher(t *testing.T) {
+	rule := seedRule()
+	rule.MetricsQuery = `<<.Series>>{<<.LabelMatchers>>}`
+	r := mustCompile(t, &config.Config{Rules: []config.DiscoveryRule{rule}}).CustomRules()[0]
+	tests := []struct {
+		name      string
+		namespace string
+		selector  string
+		want      string
+	}{
+		{name: "namespace", namespace: "abtest", want: `pm_status{namespace="abtest"}`},
+		{name: "namespace and selector", namespace: "abtest", selector: "app=web", want: `pm_status{app="web",namespace="abtest"}`},
+		{name: "namespace and empty-matching selector", namespace: "abtest", selector: "!canary", want: `pm_status{canary="",namespace="abtest"}`},
+		{name: "all namespaces", want: `pm_status{pod_name!=""}`},
+		{name: "all namespaces, equal", selector: "app=web", want: `pm_status{app="web"}`},
+		{name: "all namespaces, in", selector: "zone in (a,b)", want: `pm_status{zone=~"a|b"}`},
+		{name: "all namespaces, exists", selector: "zone", want: `pm_status{zone!=""}`},
+		{name: "all namespaces, does not exist", selector: "!canary", want: `pm_status{canary="",pod_name!=""}`},
+		{name: "all namespaces, not equal", selector: "zone!=a", want: `pm_status{zone!="a",pod_name!=""}`},
+		{name: "all namespaces, notin", selector: "zone notin (a,b)", want: `pm_status{zone!~"a|b",pod_name!=""}`},
+		{name: "all namespaces, equal empty", selector: "zone=", want: `pm_status{zone="",pod_name!=""}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := CustomRequest{Series: "pm_status", Resource: pods, Namespace: tc.namespace, AllObjects: true}
+			if tc.selector != "" {
+				req.MetricSelector = mustSelector(t, tc.selector)
+			}
+			q, err := r.QueryForSeries(req)
+			if err != nil {
+				t.Fatalf("QueryForSeries: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, q.Expr); diff != "" {
+				t.Errorf("Expr mismatch (-want +got):\n%s", diff)
+			}
+			if q.ResourceLabel != "pod_name" {
+				t.Errorf("ResourceLabel = %q, want pod_name", q.ResourceLabel)
+			}
+		})
+	}
+}
+
+func TestMatcherMatchesEmpty(t *testing.T) {
+	tests := []struct {
+		m    Matcher
+		want bool
+	}{
+		{Matcher{"a", MatchEqual, ""}, true},
+		{Matcher{"a", MatchEqual, "x"}, false},
+		{Matcher{"a", MatchNotEqual, ""}, false},
+		{Matcher{"a", MatchNotEqual, "x"}, true},
+		{Matcher{"a", MatchRegexp, ".+"}, false},
+		{Matcher{"a", MatchRegexp, ".*"}, true},
+		{Matcher{"a", MatchRegexp, "x|"}, true},
+		{Matcher{"a", MatchRegexp, "x|y"}, false},
+		{Matcher{"a", MatchNotRegexp, "x|y"}, true},
+		{Matcher{"a", MatchNotRegexp, "|x"}, false},
+		{Matcher{"a", MatchRegexp, "("}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.m.String(), func(t *testing.T) {
+			if got := tc.m.matchesEmpty(); got != tc.want {
+				t.Errorf("matchesEmpty() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -266,6 +342,12 @@ func TestRenderResourceRulesGolden(t *testing.T) {
 		{"resource-memory-nodes", func() (Query, error) {
 			return rr.Memory.NodeQuery(ResourceRequest{Names: []string{"node-1"}})
 		}, rr.Memory.Path()},
+		{"resource-memory-all-nodes", func() (Query, error) {
+			return rr.Memory.NodeQuery(ResourceRequest{AllObjects: true})
+		}, rr.Memory.Path()},
+		{"resource-cpu-all-namespaces", func() (Query, error) {
+			return rr.CPU.ContainerQuery(ResourceRequest{AllObjects: true})
+		}, rr.CPU.Path()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
