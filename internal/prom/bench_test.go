@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
@@ -74,7 +75,26 @@ func BenchmarkCoalescingGroup(b *testing.B) {
 	fn := func(context.Context) (any, error) { return 1, nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := g.do(ctx, "k", fn, nil); err != nil {
+		if _, err := g.do(ctx, "k", share{}, fn, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCoalescingGroupLanded is a call answered by a landed result (the
+// freshness rule), without I/O.
+func BenchmarkCoalescingGroupLanded(b *testing.B) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	g := group{clock: clk}
+	ctx := context.Background()
+	fn := func(context.Context) (any, error) { return 1, nil }
+	sh := share{keep: true, arrived: clk.Now()}
+	if _, err := g.do(ctx, "k", sh, fn, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.do(ctx, "k", sh, fn, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

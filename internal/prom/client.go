@@ -4,8 +4,10 @@
 // streaming decoder of its own (decode.go). It has an injected
 // *http.Client, a per-query timeout that is both sent as timeout= and
 // enforced locally, GET or POST (POST automatically when a GET URL would be
-// too long), coalescing of concurrent identical calls, an optional
-// short-TTL result cache, and request metrics.
+// too long), coalescing of concurrent identical calls (extended, for "now"
+// queries, to calls whose request arrived before the last identical answer
+// landed: Config.ArrivalTime), an optional short-TTL result cache, and
+// request metrics.
 //
 // It speaks only the standard Prometheus HTTP API, so Thanos, Mimir/Cortex
 // and VictoriaMetrics work too. Consumers depend on the small interfaces
@@ -90,12 +92,24 @@ type Config struct {
 	// Metrics receives request latencies and coalescing counts. Nil creates
 	// a private set (useful in tests and tools).
 	Metrics *metrics.Metrics
-	// Clock drives the result cache. Nil means the real clock.
+	// Clock drives the result cache and timestamps landed results (see
+	// ArrivalTime). Nil means the real clock. ArrivalTime's times must come
+	// from the same clock.
 	Clock clock.PassiveClock
+	// ArrivalTime, when not nil, returns when the request a call serves
+	// reached the server (false when unknown), e.g. the API server's
+	// request.ReceivedTimestampFrom. It lets an instant query at "now" (zero
+	// ts) use the result of the identical query that landed last, if it
+	// landed at or after that time and within the last few seconds: that
+	// answer is what the call would have got by joining the query in flight
+	// when its request arrived, so it is at least as fresh as the request.
+	// Such calls count as coalesced. Errors are never reused. Nil (the
+	// default) coalesces only with queries in flight.
+	ArrivalTime func(ctx context.Context) (time.Time, bool)
 }
 
 // Client is the Prometheus client. It is safe for concurrent use. Results
-// may be shared between concurrent callers and with the cache: callers must
+// may be shared between callers and with the cache: callers must
 // treat returned vectors, label sets and slices as read-only.
 type Client struct {
 	api      v1.API
@@ -106,6 +120,7 @@ type Client struct {
 	flights  *group
 	cache    *resultCache
 	metrics  *metrics.Metrics
+	arrival  func(ctx context.Context) (time.Time, bool)
 }
 
 // New builds a Client from cfg.
@@ -154,9 +169,10 @@ func New(cfg Config) (*Client, error) {
 		queryURL: *inner.URL(queryPath, nil),
 		http:     cfg.HTTPClient,
 		timeout:  timeout,
-		flights:  &group{},
+		flights:  &group{clock: clk},
 		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics:  m,
+		arrival:  cfg.ArrivalTime,
 	}, nil
 }
 
@@ -181,7 +197,16 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 // Query implements Querier.
 func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
-	v, err := c.call(ctx, metrics.EndpointQuery, query, key, func(ctx context.Context) (any, error) {
+	var sh share
+	if ts.IsZero() && c.arrival != nil {
+		// A query at an explicit time has one answer; only "now" needs the
+		// freshness rule to share beyond a flight.
+		sh.keep = true
+		if t, ok := c.arrival(ctx); ok {
+			sh.arrived = t
+		}
+	}
+	v, err := c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
 		vec, warnings, err := c.query(ctx, query, ts)
 		logWarnings(metrics.EndpointQuery, query, warnings)
 		if err != nil {
@@ -199,7 +224,7 @@ func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.V
 func (c *Client) Series(ctx context.Context, matchers []string, start, end time.Time) ([]model.LabelSet, error) {
 	desc := strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointSeries, c.timeout, start, end, matchers...)
-	v, err := c.call(ctx, metrics.EndpointSeries, desc, key, func(ctx context.Context) (any, error) {
+	v, err := c.call(ctx, metrics.EndpointSeries, desc, key, share{}, func(ctx context.Context) (any, error) {
 		sets, warnings, _, err := c.api.Series(ctx, matchers, start, end)
 		logWarnings(metrics.EndpointSeries, desc, warnings)
 		return sets, err
@@ -214,7 +239,7 @@ func (c *Client) Series(ctx context.Context, matchers []string, start, end time.
 func (c *Client) LabelValues(ctx context.Context, label string, matchers []string, start, end time.Time) ([]string, error) {
 	desc := label + " " + strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointLabelValues, c.timeout, start, end, append([]string{label}, matchers...)...)
-	v, err := c.call(ctx, metrics.EndpointLabelValues, desc, key, func(ctx context.Context) (any, error) {
+	v, err := c.call(ctx, metrics.EndpointLabelValues, desc, key, share{}, func(ctx context.Context) (any, error) {
 		vals, warnings, _, err := c.api.LabelValues(ctx, label, matchers, start, end)
 		logWarnings(metrics.EndpointLabelValues, desc, warnings)
 		if err != nil {
@@ -236,7 +261,7 @@ func (c *Client) LabelValues(ctx context.Context, label string, matchers []strin
 func (c *Client) LabelNames(ctx context.Context, matchers []string, start, end time.Time) ([]string, error) {
 	desc := strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointLabelNames, c.timeout, start, end, matchers...)
-	v, err := c.call(ctx, metrics.EndpointLabelNames, desc, key, func(ctx context.Context) (any, error) {
+	v, err := c.call(ctx, metrics.EndpointLabelNames, desc, key, share{}, func(ctx context.Context) (any, error) {
 		names, warnings, _, err := c.api.LabelNames(ctx, matchers, start, end)
 		logWarnings(metrics.EndpointLabelNames, desc, warnings)
 		if err != nil {
@@ -254,9 +279,10 @@ func (c *Client) LabelNames(ctx context.Context, matchers []string, start, end t
 	return v.([]string), nil
 }
 
-// call runs fn once for all concurrent callers with the same key, under the
+// call runs fn once for all concurrent callers with the same key (and, as sh
+// allows, for callers that arrived before its result landed), under the
 // per-call timeout, recording metrics, and answers from the cache when on.
-func (c *Client) call(ctx context.Context, endpoint, desc, key string, fn func(context.Context) (any, error)) (any, error) {
+func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share, fn func(context.Context) (any, error)) (any, error) {
 	if v, ok := c.cache.get(key); ok {
 		c.metrics.CacheHits.WithLabelValues(endpoint).Inc()
 		return v, nil
@@ -264,7 +290,7 @@ func (c *Client) call(ctx context.Context, endpoint, desc, key string, fn func(c
 	if err := ctx.Err(); err != nil {
 		return nil, classify(endpoint, desc, err, err, 0)
 	}
-	v, err := c.flights.do(ctx, key, func(fctx context.Context) (any, error) {
+	v, err := c.flights.do(ctx, key, sh, func(fctx context.Context) (any, error) {
 		return c.send(fctx, endpoint, desc, key, fn)
 	}, c.metrics.CoalescedQueries.WithLabelValues(endpoint).Inc)
 	if err != nil {

@@ -8,6 +8,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// landedRetention is how long the last successful result of a "now" query
+// is kept for callers whose request arrived before it landed. It only has to
+// cover the time a request spends between reaching the server and reaching
+// the client (TLS, authentication, authorization, queueing): a caller whose
+// request is older than that queries afresh, which is always correct.
+const landedRetention = 5 * time.Second
+
 // flight is one request in progress, shared by every caller asking the same
 // thing while it runs.
 type flight struct {
@@ -16,37 +23,82 @@ type flight struct {
 	err     error
 	waiters int
 	cancel  context.CancelFunc
+	// keep says to remember a successful result in group.landed.
+	keep bool
 }
 
-// group coalesces concurrent identical calls: the first caller starts the
-// work in its own goroutine, later callers with the same key wait for its
-// result. Each caller still honours its own context; when the last waiter
-// leaves, the shared work is cancelled.
+// landed is the last successful result of a key and when it landed.
+type landed struct {
+	val any
+	at  time.Time
+}
+
+// share says how a call may share results beyond joining a flight.
+type share struct {
+	// keep remembers the key's successful results (when they land) for
+	// later callers that arrived before then. Only for calls whose answer
+	// depends on when they run ("now" queries).
+	keep bool
+	// arrived is when the caller's request reached the server; zero when
+	// unknown. A caller whose request arrived no later than the key's last
+	// result landed takes that result: it is what the caller would have got
+	// by joining the flight that was running (or not yet started) when it
+	// arrived, so it is at least as fresh as the request.
+	arrived time.Time
+}
+
+// group coalesces identical calls: the first caller starts the work in its
+// own goroutine, later callers with the same key wait for its result. Each
+// caller still honours its own context; when the last waiter leaves, the
+// shared work is cancelled.
+//
+// With share.keep, the group also remembers a key's last successful result
+// with the time it landed (on clock), for landedRetention, and answers a
+// caller that arrived no later than that from it. Errors are never kept.
+// Results older than landedRetention are dropped lazily: at most once per
+// landedRetention, a call sweeps them all.
 type group struct {
-	mu      sync.Mutex
-	flights map[string]*flight
+	clock clock.PassiveClock
+
+	mu        sync.Mutex
+	flights   map[string]*flight
+	landed    map[string]landed
+	lastSweep time.Time
 }
 
 // do returns the result of fn for key, running fn at most once for all the
-// callers that arrive while it runs. onJoin, when not nil, is called as soon
-// as a caller joins a call already in flight. fn runs under a context detached from the
-// caller's cancellation (but keeping its values), cancelled when no caller
-// waits any more.
-func (g *group) do(ctx context.Context, key string, fn func(context.Context) (any, error), onJoin func()) (any, error) {
+// callers that arrive while it runs, and not at all for a caller that sh
+// lets use a result that landed after it arrived. onShare, when not nil, is
+// called as soon as a caller joins a call already in flight or takes a
+// landed result. fn runs under a context detached from the caller's
+// cancellation (but keeping its values), cancelled when no caller waits any
+// more.
+func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Context) (any, error), onShare func()) (any, error) {
 	g.mu.Lock()
 	if g.flights == nil {
 		g.flights = make(map[string]*flight)
+	}
+	if len(g.landed) > 0 {
+		now := g.clock.Now()
+		g.sweepLocked(now)
+		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && !sh.arrived.After(l.at) && now.Sub(l.at) < landedRetention {
+			g.mu.Unlock()
+			if onShare != nil {
+				onShare()
+			}
+			return l.val, nil
+		}
 	}
 	f, joined := g.flights[key]
 	if joined {
 		f.waiters++
 		g.mu.Unlock()
-		if onJoin != nil {
-			onJoin()
+		if onShare != nil {
+			onShare()
 		}
 	} else {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel}
+		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel, keep: sh.keep}
 		g.flights[key] = f
 		g.mu.Unlock()
 		go func() {
@@ -54,6 +106,11 @@ func (g *group) do(ctx context.Context, key string, fn func(context.Context) (an
 			g.mu.Lock()
 			if g.flights[key] == f {
 				delete(g.flights, key)
+			}
+			// In the same critical section as the flight leaves the map, so a
+			// caller always finds one or the other.
+			if f.keep && f.err == nil {
+				g.keepLocked(key, f.val)
 			}
 			g.mu.Unlock()
 			cancel()
@@ -77,6 +134,37 @@ func (g *group) do(ctx context.Context, key string, fn func(context.Context) (an
 		}
 		g.mu.Unlock()
 		return nil, ctx.Err()
+	}
+}
+
+// keepLocked remembers val as key's result, landed now. Beyond
+// maxCacheEntries results, results of new keys are not kept until a sweep
+// makes room (their callers coalesce only while in flight). g.mu must be
+// held.
+func (g *group) keepLocked(key string, val any) {
+	now := g.clock.Now()
+	g.sweepLocked(now)
+	if g.landed == nil {
+		g.landed = make(map[string]landed)
+	}
+	if _, ok := g.landed[key]; !ok && len(g.landed) >= maxCacheEntries {
+		return
+	}
+	g.landed[key] = landed{val: val, at: now}
+}
+
+// sweepLocked drops the results older than landedRetention, at most once
+// per landedRetention, so that a call costs O(1) amortized. g.mu must be
+// held.
+func (g *group) sweepLocked(now time.Time) {
+	if now.Sub(g.lastSweep) < landedRetention {
+		return
+	}
+	g.lastSweep = now
+	for k, l := range g.landed {
+		if now.Sub(l.at) >= landedRetention {
+			delete(g.landed, k)
+		}
 	}
 }
 

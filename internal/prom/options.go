@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -53,6 +54,9 @@ type Options struct {
 	Timeout time.Duration
 	// CacheTTL enables a short-lived result cache when positive.
 	CacheTTL time.Duration
+	// ArrivalTime is Config.ArrivalTime: not a flag, the program sets it
+	// (the adapter to the API server's request received timestamp).
+	ArrivalTime func(ctx context.Context) (time.Time, bool)
 
 	// clock drives the re-reading of credential files; tests replace it.
 	clock clock.PassiveClock
@@ -166,12 +170,13 @@ func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
 		return nil, err
 	}
 	return New(Config{
-		Address:    o.URL,
-		HTTPClient: hc,
-		Verb:       strings.ToUpper(o.Verb),
-		Timeout:    o.Timeout,
-		CacheTTL:   o.CacheTTL,
-		Metrics:    m,
+		Address:     o.URL,
+		HTTPClient:  hc,
+		Verb:        strings.ToUpper(o.Verb),
+		Timeout:     o.Timeout,
+		CacheTTL:    o.CacheTTL,
+		Metrics:     m,
+		ArrivalTime: o.ArrivalTime,
 	})
 }
 

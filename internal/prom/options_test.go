@@ -264,3 +264,26 @@ func TestTokenRotation(t *testing.T) {
 		t.Errorf("with the token file missing sent %q, want the last good token", got)
 	}
 }
+
+// TestNewClientPassesArrivalTime checks that Options.ArrivalTime reaches
+// the client: a call whose request arrived before the last answer landed
+// takes it instead of querying again.
+func TestNewClientPassesArrivalTime(t *testing.T) {
+	f := newFakeProm(t, nil)
+	o := NewOptions()
+	o.URL = f.srv.URL
+	o.ArrivalTime = func(context.Context) (time.Time, bool) { return time.Unix(1000, 0), true }
+	c, err := o.NewClient(metrics.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	for range 2 {
+		if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(f.requests()); got != 1 {
+		t.Errorf("served %d requests, want 1", got)
+	}
+}

@@ -1,0 +1,361 @@
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+// TestGroupLandedResults covers the freshness rule on the group alone: a
+// first call lands its result at t0+landAfter (the fake clock steps while
+// it runs), the clock then moves by wait, and a second call with the same
+// key arrives at t0+arrived.
+func TestGroupLandedResults(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name      string
+		keep      bool
+		firstErr  error
+		landAfter time.Duration
+		wait      time.Duration
+		// arrived is the second call's arrival, relative to t0; nil means
+		// unknown.
+		arrived *time.Duration
+		// wantCalls is how many times fn ran for the two calls; wantShared
+		// how many calls were answered without running it.
+		wantCalls  int
+		wantShared int
+		wantVal    any
+	}{{
+		name: "arrival before landing reuses", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(time.Millisecond),
+		wantCalls: 1, wantShared: 1, wantVal: 1,
+	}, {
+		name: "arrival before the first call started reuses", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(-time.Second),
+		wantCalls: 1, wantShared: 1, wantVal: 1,
+	}, {
+		name: "arrival at landing reuses", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(3 * time.Millisecond), wait: time.Second,
+		wantCalls: 1, wantShared: 1, wantVal: 1,
+	}, {
+		name: "arrival after landing queries again", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(3*time.Millisecond + time.Nanosecond),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "unknown arrival queries again", keep: true,
+		landAfter: 3 * time.Millisecond,
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "an error is not reused", keep: true, firstErr: errBoom,
+		landAfter: 3 * time.Millisecond, arrived: dur(0),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name:      "not kept without keep",
+		landAfter: 3 * time.Millisecond, arrived: dur(0),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "still reused just within the retention", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(0), wait: landedRetention - time.Nanosecond,
+		wantCalls: 1, wantShared: 1, wantVal: 1,
+	}, {
+		name: "dropped after the retention", keep: true,
+		landAfter: 3 * time.Millisecond, arrived: dur(0), wait: landedRetention,
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			g := &group{clock: clk}
+			var calls, shared int
+			fn := func(context.Context) (any, error) {
+				calls++
+				clk.SetTime(clk.Now().Add(tc.landAfter))
+				if calls == 1 && tc.firstErr != nil {
+					return nil, tc.firstErr
+				}
+				return calls, nil
+			}
+			onShare := func() { shared++ }
+			ctx := context.Background()
+
+			_, err := g.do(ctx, "k", share{keep: tc.keep, arrived: t0}, fn, onShare)
+			if !errors.Is(err, tc.firstErr) {
+				t.Fatalf("first call: got error %v, want %v", err, tc.firstErr)
+			}
+			clk.SetTime(clk.Now().Add(tc.wait))
+			sh := share{keep: tc.keep}
+			if tc.arrived != nil {
+				sh.arrived = t0.Add(*tc.arrived)
+			}
+			got, err := g.do(ctx, "k", sh, fn, onShare)
+			if err != nil {
+				t.Fatalf("second call: %v", err)
+			}
+			if diff := cmp.Diff(tc.wantVal, got); diff != "" {
+				t.Errorf("second call's result (-want +got):\n%s", diff)
+			}
+			if calls != tc.wantCalls || shared != tc.wantShared {
+				t.Errorf("fn ran %d times and %d calls shared, want %d and %d", calls, shared, tc.wantCalls, tc.wantShared)
+			}
+		})
+	}
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+// TestGroupLandedRetention checks that results are dropped once older than
+// landedRetention, even for keys nobody asks for again, and that the number
+// kept is bounded.
+func TestGroupLandedRetention(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	g := &group{clock: clk}
+	ctx := context.Background()
+	fn := func(context.Context) (any, error) { return 1, nil }
+	for i := range 10 {
+		if _, err := g.do(ctx, strconv.Itoa(i), share{keep: true}, fn, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(clk.Now().Add(landedRetention / 2))
+	if _, err := g.do(ctx, "fresh", share{keep: true}, fn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := landedCount(g); got != 11 {
+		t.Errorf("kept %d results, want 11", got)
+	}
+	clk.SetTime(clk.Now().Add(landedRetention / 2))
+	// Any call sweeps, including one that keeps nothing.
+	if _, err := g.do(ctx, "other", share{}, fn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := landedCount(g); got != 1 {
+		t.Errorf("kept %d results after the retention, want 1 (the fresh one)", got)
+	}
+	clk.SetTime(clk.Now().Add(landedRetention))
+	if _, err := g.do(ctx, "other", share{}, fn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := landedCount(g); got != 0 {
+		t.Errorf("kept %d results, want none", got)
+	}
+
+	// The number of results kept is bounded; a sweep makes room again.
+	for i := range maxCacheEntries + 10 {
+		if _, err := g.do(ctx, strconv.Itoa(i), share{keep: true}, fn, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := landedCount(g); got != maxCacheEntries {
+		t.Errorf("kept %d results, want the bound %d", got, maxCacheEntries)
+	}
+	clk.SetTime(clk.Now().Add(landedRetention))
+	if _, err := g.do(ctx, "new", share{keep: true}, fn, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := landedCount(g); got != 1 {
+		t.Errorf("kept %d results after the retention, want 1 (the new one)", got)
+	}
+}
+
+func landedCount(g *group) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.landed)
+}
+
+// TestGroupLandedConcurrent runs callers over a few keys, with arrivals
+// before and after landings, while the clock moves; run with -race. Every
+// caller must get its own key's answer.
+func TestGroupLandedConcurrent(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	g := &group{clock: clk}
+	var wg sync.WaitGroup
+	for i := range 400 {
+		key := strconv.Itoa(i % 4)
+		wg.Go(func() {
+			ctx := context.Background()
+			if i%7 == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				cancel()
+			}
+			sh := share{keep: i%5 != 0, arrived: clk.Now().Add(time.Duration(i%3-1) * time.Millisecond)}
+			got, err := g.do(ctx, key, sh, func(context.Context) (any, error) {
+				clk.SetTime(clk.Now().Add(time.Millisecond))
+				if i%11 == 0 {
+					return nil, errors.New("boom")
+				}
+				return key, nil
+			}, nil)
+			if err != nil {
+				return
+			}
+			if got != key {
+				t.Errorf("caller of key %s got %v", key, got)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestIdenticalRequestsSpreadOverTimeSendOneQuery is the adapter's case:
+// 1,000 requests for the same "now" query reach the client one after
+// another rather than all while one query is in flight. Every request
+// arrived at the server (request.ReceivedTimestampFrom) before the first
+// answer landed, so they all share it: one query. A second wave arriving
+// after that answer landed sends exactly one more.
+func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
+	const n = 1000
+	t0 := time.Unix(1000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		k := served.Add(1)
+		// The answer takes a few (real) milliseconds and lands 1ms later
+		// on the fake clock than the query was sent.
+		time.Sleep(time.Duration(1+k%5) * time.Millisecond)
+		clk.SetTime(clk.Now().Add(time.Millisecond))
+		io.WriteString(w, vectorBody)
+	})
+	m := metrics.New()
+	c := newTestClient(t, Config{Address: f.srv.URL, Metrics: m, Clock: clk, ArrivalTime: request.ReceivedTimestampFrom})
+
+	wave := func(arrival func(i int) time.Time) {
+		t.Helper()
+		var wg sync.WaitGroup
+		results := make([]model.Vector, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				ctx := request.WithReceivedTimestamp(context.Background(), arrival(i))
+				// Spread the calls out in real time too, as the API
+				// server's filters do.
+				time.Sleep(time.Duration(i%100) * 100 * time.Microsecond)
+				results[i], errs[i] = c.Query(ctx, "sum(up)", time.Time{})
+			})
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("Query %d: %v", i, errs[i])
+			}
+			if len(results[i]) != 1 || results[i][0].Value != 0.5 {
+				t.Fatalf("Query %d: got %v, want the shared answer", i, results[i])
+			}
+		}
+	}
+
+	// Arrivals spread over the second before the first query was sent.
+	wave(func(i int) time.Time { return t0.Add(-time.Duration(i) * time.Millisecond) })
+	if got := served.Load(); got != 1 {
+		t.Errorf("Prometheus served %d queries for %d identical requests that arrived before the first answer, want 1", got, n)
+	}
+	if got := testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)); got != n-1 {
+		t.Errorf("coalesced = %v, want %d", got, n-1)
+	}
+
+	// A wave that arrived after that answer landed queries again, once.
+	after := clk.Now().Add(time.Nanosecond)
+	wave(func(int) time.Time { return after })
+	if got := served.Load(); got != 2 {
+		t.Errorf("Prometheus served %d queries after a second wave, want 2", got)
+	}
+}
+
+// TestLandedResultsOnlyForNowQueries checks what the freshness rule applies
+// to: instant queries at "now" with ArrivalTime set. Queries at an explicit
+// time, series and label calls, and clients without ArrivalTime send a
+// query per sequential call as before.
+func TestLandedResultsOnlyForNowQueries(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	arrivedAtT0 := func(context.Context) (time.Time, bool) { return t0, true }
+	tests := []struct {
+		name    string
+		arrival func(context.Context) (time.Time, bool)
+		call    func(c *Client) error
+		want    int32
+	}{{
+		name: "now query", arrival: arrivedAtT0, want: 1,
+		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+	}, {
+		name: "now query without ArrivalTime", want: 2,
+		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+	}, {
+		name:    "arrival unknown",
+		arrival: func(context.Context) (time.Time, bool) { return time.Time{}, false }, want: 2,
+		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+	}, {
+		name: "query at a time", arrival: arrivedAtT0, want: 2,
+		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", t0); return err },
+	}, {
+		name: "series", arrival: arrivedAtT0, want: 2,
+		call: func(c *Client) error {
+			_, err := c.Series(context.Background(), []string{"up"}, time.Time{}, time.Time{})
+			return err
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			var served atomic.Int32
+			f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				clk.SetTime(clk.Now().Add(time.Millisecond))
+				if r.URL.Path == "/api/v1/series" {
+					io.WriteString(w, `{"status":"success","data":[{"__name__":"up"}]}`)
+					return
+				}
+				io.WriteString(w, vectorBody)
+			})
+			c := newTestClient(t, Config{Address: f.srv.URL, Clock: clk, ArrivalTime: tc.arrival})
+			for i := range 2 {
+				if err := tc.call(c); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			if got := served.Load(); got != tc.want {
+				t.Errorf("served %d requests for 2 sequential calls, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLandedResultsShareAcrossTimeoutsOnlyPerKey checks that a client with
+// another timeout (another key) does not take the first one's result.
+func TestLandedResultsShareAcrossTimeoutsOnlyPerKey(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		clk.SetTime(clk.Now().Add(time.Millisecond))
+		io.WriteString(w, vectorBody)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL, Clock: clk,
+		ArrivalTime: func(context.Context) (time.Time, bool) { return t0, true }})
+	for i, cl := range []*Client{c, c.WithTimeout(time.Minute), c, c.WithTimeout(time.Minute)} {
+		if _, err := cl.Query(context.Background(), "up", time.Time{}); err != nil {
+			t.Fatal(fmt.Errorf("call %d: %w", i, err))
+		}
+	}
+	if got := served.Load(); got != 2 {
+		t.Errorf("served %d, want 2 (one per timeout)", got)
+	}
+}
