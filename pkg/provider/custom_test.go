@@ -310,11 +310,14 @@ func TestGetMetricBySelector(t *testing.T) {
 			metric:    "fpm_active_rate",
 			maxNames:  2,
 			answer: always(http.StatusOK, vector(
+				// The query has no pod_name matcher: series without the
+				// label sum into a group with no name, which is ignored.
+				sample{map[string]string{}, "7", 1764493200},
 				sample{map[string]string{"pod_name": "web-2"}, "0.5", 1764493200},
 				sample{map[string]string{"pod_name": "db-1"}, "1", 1764493200},
 			)),
 			want:      []custom_metrics.MetricValue{mv(podRef("shop", "web-2"), "fpm_active_rate", nil, ts(1764493200), "500m")},
-			wantQuery: fpmQuery(`namespace="shop",pod_name!=""`, "pod_name"),
+			wantQuery: fpmQuery(`namespace="shop"`, "pod_name"),
 		},
 		{
 			name:     "nodes by label (cluster-scoped)",

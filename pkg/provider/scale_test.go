@@ -57,7 +57,7 @@ func TestQueryLengthDoesNotGrowWithObjects(t *testing.T) {
 			}
 			q := sent[0]
 			if n > 20 {
-				if want := fpmQuery(`namespace="big",pod_name!=""`, "pod_name"); q != want {
+				if want := fpmQuery(`namespace="big"`, "pod_name"); q != want {
 					t.Errorf("query = %s\nwant %s", q, want)
 				}
 			} else if !strings.Contains(q, podName(n-1)) {
@@ -174,7 +174,7 @@ func TestLongNamesSwitchToAllObjects(t *testing.T) {
 		want     string
 	}{
 		{"within the budget", 0, `pod_name=~"aaa`},
-		{"over the budget", 2048, `pod_name!=""`},
+		{"over the budget", 2048, `pm_status{namespace="big",state=`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), objects: objs,

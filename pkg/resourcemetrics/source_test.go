@@ -230,6 +230,11 @@ func TestPodQueries(t *testing.T) {
 		ss = append(ss, podSeries("cpu", "big", fmt.Sprintf("p%d", i), "c", 0.1), podSeries("memory", "big", fmt.Sprintf("p%d", i), "c", 1))
 	}
 	pods = append(pods, pod("small", "a.b", nil), pod("small", "c", nil))
+	// Series without a pod label: a query for every pod (no pod matcher)
+	// returns them as a group with no pod name, which is ignored.
+	ss = append(ss,
+		series{metric: "cpu", labels: map[string]string{"namespace": "big", "container": "c"}, value: 9},
+		series{metric: "memory", labels: map[string]string{"namespace": "big", "container": "c"}, value: 9})
 	tests := []struct {
 		name     string
 		maxNames int
@@ -249,9 +254,9 @@ func TestPodQueries(t *testing.T) {
 			name:     "more names than the limit ask for every pod of the namespace",
 			maxNames: 3,
 			want: []string{
-				`sum(container_memory_working_set_bytes{namespace="big",pod!="", container!=""}) by (pod,container)`,
+				`sum(container_memory_working_set_bytes{namespace="big", container!=""}) by (pod,container)`,
 				`sum(container_memory_working_set_bytes{namespace="small",pod=~"a\\.b|c", container!=""}) by (pod,container)`,
-				`sum(rate(container_cpu_usage_seconds_total{namespace="big",pod!="", container!=""}[5m])) by (pod,container)`,
+				`sum(rate(container_cpu_usage_seconds_total{namespace="big", container!=""}[5m])) by (pod,container)`,
 				`sum(rate(container_cpu_usage_seconds_total{namespace="small",pod=~"a\\.b|c", container!=""}[5m])) by (pod,container)`,
 			},
 		},
