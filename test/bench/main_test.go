@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -170,12 +171,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var closeOnce sync.Once
+var (
+	// liveEnv is the environment as soon as it exists, so an interrupt
+	// during the set-up stops it too.
+	liveEnv   atomic.Pointer[framework.Env]
+	closeOnce sync.Once
+)
 
 func closeShared() {
 	closeOnce.Do(func() {
-		if shared != nil && shared.env != nil {
-			shared.env.Close()
+		if e := liveEnv.Load(); e != nil {
+			e.Close()
 		}
 	})
 }
@@ -188,6 +194,7 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	liveEnv.Store(env)
 	s := &stack{cfg: cfg, env: env}
 	defer func() {
 		if err != nil {
