@@ -36,7 +36,8 @@ type Request struct {
 	// for cluster-scoped objects.
 	Namespace string
 	// Names are the object names (custom only); none means every object
-	// (the query selects label!="").
+	// (the query has no matcher on the object label when another matcher
+	// narrows it, else label!="").
 	Names []string
 	// MetricSelector is the metric label selector; nil means everything.
 	MetricSelector labels.Selector
@@ -107,7 +108,7 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 	res := &Result{Query: q, Source: entry.String()}
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: served by %s", what, entry))
 	if cr.AllObjects {
-		res.Notes = append(res.Notes, fmt.Sprintf("no --names given: the query selects every object (%s!=\"\"), as for a request over many objects", q.ResourceLabel))
+		res.Notes = append(res.Notes, fmt.Sprintf("no --names given: the query asks for every object (whatever %s is), as for a request over many objects; the adapter keeps the ones requested", q.ResourceLabel))
 	}
 	for _, c := range idx.CustomCandidates(req.Resource, req.Namespace != "", req.Metric) {
 		if c.Entry == entry {
