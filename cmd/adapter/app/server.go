@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -159,6 +160,10 @@ type Server struct {
 // (with /metrics, the readiness check and request instrumentation).
 func (c *ServerConfig) Complete() (*Server, error) {
 	o := c.Options
+	// A "now" query may take the identical query's answer that landed after
+	// its request reached the server, as stamped by one of the first filters
+	// of the API server's chain (WithRequestReceivedTimestamp).
+	o.Prometheus.ArrivalTime = request.ReceivedTimestampFrom
 	promClient, err := o.Prometheus.NewClient(c.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/internal/prom"
+)
+
+// arrivalProvider runs the same "now" query twice per metric request with
+// the request's context, and records whether that context carries the
+// time the request reached the server.
+type arrivalProvider struct {
+	placeholderProvider
+	prom *prom.Client
+
+	mu      sync.Mutex
+	arrived []time.Time
+	errs    []error
+}
+
+func (p *arrivalProvider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+	t, ok := request.ReceivedTimestampFrom(ctx)
+	p.mu.Lock()
+	if ok {
+		p.arrived = append(p.arrived, t)
+	}
+	for range 2 {
+		if _, err := p.prom.Query(ctx, "sum(up)", time.Time{}); err != nil {
+			p.errs = append(p.errs, err)
+		}
+	}
+	p.mu.Unlock()
+	return p.placeholderProvider.GetMetricByName(ctx, name, info, sel)
+}
+
+// TestServerPassesArrivalTimeToPrometheusClient: the context reaching the
+// providers carries the API server's received timestamp, and the
+// Prometheus client built by the server uses it. A query repeated within a
+// request takes the answer that landed after the request arrived; the next
+// request, arriving after that answer, queries again.
+func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	var served atomic.Int32
+	promSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	defer promSrv.Close()
+	p := &arrivalProvider{}
+	factory := func(deps ProviderDeps) (*Providers, error) {
+		if deps.Prometheus == nil {
+			return nil, fmt.Errorf("no Prometheus client")
+		}
+		p.prom = deps.Prometheus
+		return &Providers{Custom: p, External: p}, nil
+	}
+	ts := startTestServer(t, factory, promSrv.URL)
+	ts.waitUntil("/readyz", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+
+	const path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/some_metric"
+	start := time.Now()
+	for range 2 {
+		if code, body := ts.get(path); code != http.StatusNotFound {
+			t.Fatalf("GET %s = %d %s; want the provider's 404", path, code, truncateForLog(body))
+		}
+	}
+	end := time.Now()
+
+	p.mu.Lock()
+	arrived, errs := p.arrived, p.errs
+	p.mu.Unlock()
+	if len(errs) != 0 {
+		t.Fatalf("queries failed: %v", errs)
+	}
+	if len(arrived) != 2 {
+		t.Fatalf("%d of 2 provider calls had a received timestamp in their context", len(arrived))
+	}
+	for _, a := range arrived {
+		if a.Before(start) || a.After(end) {
+			t.Errorf("received timestamp %v outside the requests' span [%v, %v]", a, start, end)
+		}
+	}
+	if got := served.Load(); got != 2 {
+		t.Errorf("Prometheus served %d queries for 2 requests querying twice each, want 2", got)
+	}
+	ts.stop()
+}
