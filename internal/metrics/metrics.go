@@ -94,7 +94,9 @@ type Metrics struct {
 	// seconds. Labels: endpoint (Endpoint*), outcome (PromOutcome*).
 	PrometheusRequestDuration *prometheus.HistogramVec
 	// CoalescedQueries counts calls answered by joining an identical request
-	// already in flight instead of sending a new one. Labels: endpoint.
+	// already in flight, or by the result of one that completed after the
+	// call's API request arrived, instead of sending a new one. Labels:
+	// endpoint.
 	CoalescedQueries *prometheus.CounterVec
 	// CacheHits counts calls answered from the short-TTL result cache.
 	// Labels: endpoint.
@@ -159,7 +161,7 @@ func New() *Metrics {
 		}, []string{"endpoint", "outcome"}),
 		CoalescedQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "prometheus", Name: "coalesced_requests_total",
-			Help: "Calls answered by an identical request already in flight.",
+			Help: "Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived.",
 		}, []string{"endpoint"}),
 		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "prometheus", Name: "cache_hits_total",
