@@ -270,7 +270,7 @@ func (x *Exporter) WriteText(w io.Writer) error {
 }
 
 func escapeLabel(v string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
+	return labelEscaper.Replace(v)
 }
 
 func formatFloat(f float64) string {
@@ -336,3 +336,7 @@ func (x *Exporter) FPM(namespace, pod string, active, total float64) error {
 func (x *Exporter) DeleteFPM(namespace, pod string) {
 	x.Delete("pm_status", map[string]string{"namespace": namespace, "pod_name": pod})
 }
+
+// labelEscaper escapes a label value for the text exposition format; built
+// once, as a Replacer is costly to build and safe for concurrent use.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
