@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/internal/metrics"
 )
 
@@ -137,7 +138,7 @@ func BenchmarkQueryPath(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%d", p.name, n), func(b *testing.B) {
 				ctx := context.Background()
 				b.ReportAllocs()
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					vec, err := p.query(ctx)
 					if err != nil || len(vec) != n {
@@ -154,7 +155,7 @@ func BenchmarkQueryPath(b *testing.B) {
 // httptest Prometheus included, when there is one): on a shared machine
 // wall time mostly measures waiting for a core.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/internal/cputime"
 )
 
 // answerClient is an api.Client that answers every request with one status
@@ -457,7 +459,7 @@ func BenchmarkDecodeVector(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(body)))
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					vec, _, err := impl.decode(http.StatusOK, body)
 					if err != nil || len(vec) != n {
@@ -465,7 +467,7 @@ func BenchmarkDecodeVector(b *testing.B) {
 					}
 				}
 				reportCPU(b, cpu0)
-				if cpu := processCPU() - cpu0; cpu > 0 {
+				if cpu := cputime.Process() - cpu0; cpu > 0 {
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/sample")
 				}
 			})

@@ -7,6 +7,8 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/cputime"
 )
 
 // BenchmarkDecideSync decides one sync period's worth of HPAs: 10,000 HPAs
@@ -52,7 +54,7 @@ func BenchmarkDecideSync(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpuStart := processCPUTime()
+	cpuStart := cputime.Process()
 	now := testNow
 	for b.Loop() {
 		now = now.Add(15 * time.Second)
@@ -66,7 +68,7 @@ func BenchmarkDecideSync(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/hpas, "ns/hpa")
-	if cpu := processCPUTime() - cpuStart; cpu > 0 {
+	if cpu := cputime.Process() - cpuStart; cpu > 0 {
 		// CPU time (all threads, GC included) per sync: the cost on a
 		// machine shared with other work, where wall time overstates it
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")

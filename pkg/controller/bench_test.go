@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 )
 
@@ -211,7 +211,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 	<-syncDone
 
 	b.ReportAllocs()
-	cpuStart := cpuTime(b)
+	cpuStart := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		done.Store(0)
@@ -227,7 +227,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	cpu := cpuTime(b) - cpuStart
+	cpu := cputime.Process() - cpuStart
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*total), "ns/hpa")
 	// On a shared machine wall time mostly measures waiting for a core;
 	// the process CPU time per sync is the capacity figure.
@@ -248,13 +248,4 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 	if scaled != total/scalingEvery {
 		b.Fatalf("%d targets rescaled, want %d", scaled, total/scalingEvery)
 	}
-}
-
-// cpuTime is the process's CPU time (user + system) so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

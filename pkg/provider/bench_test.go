@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/provider"
@@ -39,7 +40,7 @@ func benchSelectorRequest(b *testing.B, n int, parallel bool) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	if !parallel {
 		for b.Loop() {
 			run()
@@ -98,7 +99,7 @@ func benchOverhead(b *testing.B, n int) {
 	}
 	sel := mustSelector(b, "app=worker")
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		list, err := p.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
 		if err != nil || len(list.Items) != n {
@@ -111,7 +112,7 @@ func benchOverhead(b *testing.B, n int) {
 // reportCPU reports the process CPU time per operation since cpu0 (the
 // test's fake Prometheus included, when there is one).
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
 	}
 }
@@ -123,7 +124,7 @@ func BenchmarkGetMetricByName(b *testing.B) {
 	e := newEnv(b, envOptions{answer: always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493200}))})
 	name := types.NamespacedName{Namespace: "shop", Name: "web-1"}
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if _, err := e.prov.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything()); err != nil {
 			b.Fatal(err)
@@ -147,7 +148,7 @@ func BenchmarkObjectCacheList5000(b *testing.B) {
 	sel := mustSelector(b, "app=worker")
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		names, err := c.ListObjects(context.Background(), pods, "big", sel)
 		if err != nil || len(names) != 5000 {

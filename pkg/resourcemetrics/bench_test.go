@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
@@ -78,19 +78,10 @@ func benchClient(b *testing.B, fp *fakeProm) *prom.Client {
 	return newPromClient(b, &replayProm{fake: fp, body: map[string][]byte{}})
 }
 
-// processCPU is the CPU time (user + system) the process used so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportCPU reports the process CPU per operation since cpu0: on a shared
 // machine wall time mostly measures waiting for a core.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 }
 
 // staticQuerier answers each query from precomputed vectors: no HTTP, no
@@ -130,7 +121,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		got, err := src.GetPodMetrics(ctx, objs.pods)
 		if err != nil || len(got) != len(objs.pods) {
@@ -156,7 +147,7 @@ func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if _, err := src.GetPodMetrics(ctx, pods); err != nil {
 			b.Fatal(err)
@@ -192,7 +183,7 @@ func benchGet(b *testing.B, h http.Handler, path string, wantItems int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if code, body := do(b, h, path, ""); code != http.StatusOK {
 			b.Fatalf("GET %s: %d %s", path, code, body)

@@ -1,15 +1,15 @@
 //go:build unix
 
-package autoscaler
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPUTime is the user+system CPU time the process has used, so a
-// benchmark can report CPU cost apart from wall time on a busy machine.
-func processCPUTime() time.Duration {
+// Process returns the user + system CPU time the process has used so far,
+// or 0 if the kernel does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
