@@ -193,16 +193,22 @@ func (s *scanner) num() ([]byte, error) {
 
 // objStart consumes '{' and, if the object is empty, its '}'.
 func (s *scanner) objStart() (empty bool, err error) {
+	return s.open('{', '}', "looking for the beginning of an object")
+}
+
+// open consumes the opening byte of a container and, if the container is
+// empty, its closing byte; what describes the position in errors.
+func (s *scanner) open(opening, closing byte, what string) (empty bool, err error) {
 	s.ws()
 	if s.i >= len(s.b) {
 		return false, errTruncated
 	}
-	if s.b[s.i] != '{' {
-		return false, s.errUnexpected("looking for the beginning of an object")
+	if s.b[s.i] != opening {
+		return false, s.errUnexpected(what)
 	}
 	s.i++
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
+	if s.i < len(s.b) && s.b[s.i] == closing {
 		s.i++
 		return true, nil
 	}
@@ -231,6 +237,12 @@ func (s *scanner) key() ([]byte, bool, error) {
 
 // objNext consumes the ',' (more is true) or '}' after a member's value.
 func (s *scanner) objNext() (more bool, err error) {
+	return s.next('}', "after object key:value pair")
+}
+
+// next consumes the ',' (more is true) or the closing byte after a
+// container's member or element; what describes the position in errors.
+func (s *scanner) next(closing byte, what string) (more bool, err error) {
 	s.ws()
 	if s.i >= len(s.b) {
 		return false, errTruncated
@@ -239,46 +251,21 @@ func (s *scanner) objNext() (more bool, err error) {
 	case ',':
 		s.i++
 		return true, nil
-	case '}':
+	case closing:
 		s.i++
 		return false, nil
 	}
-	return false, s.errUnexpected("after object key:value pair")
+	return false, s.errUnexpected(what)
 }
 
 // arrStart consumes '[' and, if the array is empty, its ']'.
 func (s *scanner) arrStart() (empty bool, err error) {
-	s.ws()
-	if s.i >= len(s.b) {
-		return false, errTruncated
-	}
-	if s.b[s.i] != '[' {
-		return false, s.errUnexpected("looking for the beginning of an array")
-	}
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return true, nil
-	}
-	return false, nil
+	return s.open('[', ']', "looking for the beginning of an array")
 }
 
 // arrNext consumes the ',' (more is true) or ']' after an element.
 func (s *scanner) arrNext() (more bool, err error) {
-	s.ws()
-	if s.i >= len(s.b) {
-		return false, errTruncated
-	}
-	switch s.b[s.i] {
-	case ',':
-		s.i++
-		return true, nil
-	case ']':
-		s.i++
-		return false, nil
-	}
-	return false, s.errUnexpected("after array element")
+	return s.next(']', "after array element")
 }
 
 // skip consumes one value of any kind, checking its syntax. It keeps its
