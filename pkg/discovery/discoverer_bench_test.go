@@ -18,6 +18,7 @@ import (
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/pkg/naming"
 )
 
 // benchSeries returns series for the seed rule: per pod, perPod series
@@ -48,39 +49,7 @@ func benchSeries(pods, perPod int) []model.LabelSet {
 func BenchmarkDiscovery(b *testing.B) {
 	rules := compile(b, testConfig)
 	for _, size := range []struct{ pods, perPod int }{{1000, 10}, {5000, 20}} {
-		series := benchSeries(size.pods, size.perPod)
-		fake := fakeprom.New(series)
-		cache := newReplay(fake.URL)
-		front := httptest.NewServer(cache)
-		client, err := prom.New(prom.Config{Address: front.URL, HTTPClient: front.Client(), Timeout: time.Minute, Metrics: metrics.New()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, st := range discovery.Strategies {
-			b.Run(fmt.Sprintf("%s/series=%d", st, len(series)), func(b *testing.B) {
-				d, err := discovery.New(discovery.Options{Prometheus: client, Rules: rules, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := d.RunOnce(context.Background()); err != nil { // fill the replay cache
-					b.Fatal(err)
-				}
-				cache.bytes.Store(0)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if err := d.RunOnce(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(cache.bytes.Load())/float64(b.N), "resp-bytes/op")
-				if n := len(d.Index().CustomMetrics()); n != 2 {
-					b.Fatalf("%d custom metrics, want 2", n)
-				}
-			})
-		}
-		front.Close()
-		fake.Close()
+		benchStrategies(b, rules, benchSeries(size.pods, size.perPod), 2)
 	}
 }
 
@@ -159,6 +128,17 @@ rules:
 			}
 		}
 	}
+	// pods, services, jobs.batch (namespaced) and namespaces.
+	benchStrategies(b, rules, series, 4*names)
+}
+
+// benchStrategies runs one discovery pass per iteration with each strategy
+// over series, answered by fakeprom through a replaying cache (so the
+// benchmark measures the adapter, not the fake), and reports the answers'
+// bytes per pass. wantMetrics is the number of custom metrics the index
+// must hold.
+func benchStrategies(b *testing.B, rules *naming.RuleSet, series []model.LabelSet, wantMetrics int) {
+	b.Helper()
 	fake := fakeprom.New(series)
 	defer fake.Close()
 	cache := newReplay(fake.URL)
@@ -186,9 +166,8 @@ rules:
 				}
 			}
 			b.ReportMetric(float64(cache.bytes.Load())/float64(b.N), "resp-bytes/op")
-			// pods, services, jobs.batch (namespaced) and namespaces.
-			if n := len(d.Index().CustomMetrics()); n != 4*names {
-				b.Fatalf("%d custom metrics, want %d", n, 4*names)
+			if n := len(d.Index().CustomMetrics()); n != wantMetrics {
+				b.Fatalf("%d custom metrics, want %d", n, wantMetrics)
 			}
 		})
 	}
