@@ -54,6 +54,9 @@ type Options struct {
 	Timeout time.Duration
 	// CacheTTL enables a short-lived result cache when positive.
 	CacheTTL time.Duration
+	// Compression is the encoding asked of Prometheus' answers:
+	// CompressionNone or CompressionGzip.
+	Compression string
 	// ArrivalTime is Config.ArrivalTime: not a flag, the program sets it
 	// (the adapter to the API server's request received timestamp).
 	ArrivalTime func(ctx context.Context) (time.Time, bool)
@@ -67,11 +70,23 @@ type Options struct {
 // NewOptions returns the options with prometheus-adapter's defaults.
 func NewOptions() *Options {
 	return &Options{
-		URL:     "https://localhost",
-		Verb:    http.MethodGet,
-		Timeout: DefaultTimeout,
+		URL:         "https://localhost",
+		Verb:        http.MethodGet,
+		Timeout:     DefaultTimeout,
+		Compression: CompressionNone,
 	}
 }
+
+// Values of Options.Compression.
+const (
+	// CompressionNone asks for uncompressed answers (no Accept-Encoding):
+	// cheapest in CPU on both sides when the link is fast (in-cluster).
+	CompressionNone = "none"
+	// CompressionGzip asks for gzip-compressed answers (Go's transport
+	// default): ~15x fewer bytes for CPU on both sides, worth it on slow
+	// or metered links (a remote Thanos, Mimir or VictoriaMetrics).
+	CompressionGzip = "gzip"
+)
 
 // AddFlags registers the options' flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -88,6 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
+	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (about 15x fewer bytes, for remote or metered links).`)
 }
 
 // Validate checks every option and returns all the problems found, each
@@ -109,6 +125,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.CacheTTL < 0 {
 		add("--prometheus-cache-ttl %v: must not be negative", o.CacheTTL)
+	}
+	if o.Compression != CompressionNone && o.Compression != CompressionGzip {
+		add("--prometheus-compression %q: must be %s or %s", o.Compression, CompressionNone, CompressionGzip)
 	}
 	if o.AuthInCluster && o.AuthConfig != "" {
 		add("--prometheus-auth-incluster and --prometheus-auth-config: choose one source of credentials")
@@ -194,6 +213,14 @@ func (o *Options) HTTPClient() (*http.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		cfg.DisableCompression = o.Compression == CompressionNone
+		if cfg.Proxy == nil {
+			// Without TLS options or a proxy, client-go hands out
+			// http.DefaultTransport, which ignores DisableCompression (and
+			// is shared with the rest of the process). The environment
+			// proxy is what that transport would use anyway.
+			cfg.Proxy = http.ProxyFromEnvironment
+		}
 		if rt, err = rest.TransportFor(cfg); err != nil {
 			return nil, fmt.Errorf("building the Prometheus transport from Kubernetes credentials: %w", err)
 		}
@@ -213,7 +240,9 @@ func (o *Options) HTTPClient() (*http.Client, error) {
 			}
 			tlsCfg.GetClientCertificate = pair.getClientCertificate
 		}
-		rt = newTransport(tlsCfg)
+		tr := newTransport(tlsCfg)
+		tr.DisableCompression = o.Compression == CompressionNone
+		rt = tr
 	}
 
 	if o.TokenFile != "" {
@@ -233,6 +262,9 @@ func (o *Options) HTTPClient() (*http.Client, error) {
 		}
 		rt = &headerRoundTripper{headers: h, next: rt}
 	}
+	// Outermost, so that it also sees answers compressed at the request of
+	// a --prometheus-header Accept-Encoding.
+	rt = &gunzipRoundTripper{next: rt}
 	return &http.Client{Transport: rt}, nil
 }
 

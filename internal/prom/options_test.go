@@ -63,6 +63,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				o.Verb = "PUT"
 				o.Timeout = 0
 				o.CacheTTL = -time.Second
+				o.Compression = "zstd"
 				o.AuthInCluster = true
 				o.AuthConfig = missing
 				o.CAFile = notPEM
@@ -73,7 +74,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			},
 			want: []string{
 				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
-				"--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
+				"--prometheus-compression", "--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
 				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",
 				"--prometheus-basic-auth-username needs", "--prometheus-basic-auth-username: must not contain",
 				"--prometheus-header[1]", "--prometheus-header[2]", "--prometheus-header[3]",

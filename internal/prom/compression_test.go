@@ -1,0 +1,129 @@
+package prom
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+// answerIn writes vectorBody in the given Content-Encoding ("" for none):
+// gzip-compressed for gzip, the plain body (mislabelled) otherwise.
+func answerIn(encoding string) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if encoding == "" {
+			io.WriteString(w, vectorBody)
+			return
+		}
+		w.Header().Set("Content-Encoding", encoding)
+		if encoding != "gzip" {
+			io.WriteString(w, vectorBody)
+			return
+		}
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, vectorBody)
+		zw.Close()
+	}
+}
+
+// gzipWhenAsked compresses the answer only when the request accepts gzip,
+// as Prometheus, Thanos, Mimir and VictoriaMetrics do.
+func gzipWhenAsked(w http.ResponseWriter, r *http.Request) {
+	enc := ""
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		enc = "gzip"
+	}
+	answerIn(enc)(w, r)
+}
+
+func TestCompression(t *testing.T) {
+	inCluster := func(o *Options) {
+		o.AuthInCluster = true
+		o.inClusterConfig = func() (*rest.Config, error) {
+			return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
+		}
+	}
+	tests := []struct {
+		name           string
+		compression    string
+		modify         func(o *Options)
+		handle         func(w http.ResponseWriter, r *http.Request)
+		wantAccept     string // Accept-Encoding Prometheus sees
+		wantErrContain string
+	}{
+		{name: "none: no Accept-Encoding, plain answer", compression: CompressionNone, handle: gzipWhenAsked},
+		{name: "gzip: asked for and inflated", compression: CompressionGzip, handle: gzipWhenAsked, wantAccept: "gzip"},
+		{name: "none with Kubernetes credentials", compression: CompressionNone, modify: inCluster, handle: gzipWhenAsked},
+		{name: "gzip with Kubernetes credentials", compression: CompressionGzip, modify: inCluster, handle: gzipWhenAsked, wantAccept: "gzip"},
+		{name: "none: unasked gzip is inflated", compression: CompressionNone, handle: answerIn("gzip")},
+		{
+			name: "gzip asked by --prometheus-header is inflated", compression: CompressionNone,
+			modify: func(o *Options) { o.Headers = []string{"Accept-Encoding=gzip"} },
+			handle: gzipWhenAsked, wantAccept: "gzip",
+		},
+		{
+			name: "unknown coding is named in the error", compression: CompressionNone,
+			handle: answerIn("br"), wantErrContain: `Content-Encoding "br"`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProm(t, tc.handle)
+			o := NewOptions()
+			o.URL = f.srv.URL
+			o.Compression = tc.compression
+			if tc.modify != nil {
+				tc.modify(o)
+			}
+			if errs := o.Validate(); len(errs) != 0 {
+				t.Fatalf("Validate: %v", errs)
+			}
+			c, err := o.NewClient(metrics.New())
+			if err != nil {
+				t.Fatalf("NewClient: %v", err)
+			}
+			defer c.CloseIdleConnections()
+			vec, err := c.Query(context.Background(), "up", time.Time{})
+			if got := f.requests()[0].Header.Get("Accept-Encoding"); got != tc.wantAccept {
+				t.Errorf("Accept-Encoding = %q, want %q", got, tc.wantAccept)
+			}
+			if tc.wantErrContain != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) {
+					t.Fatalf("Query error = %v, want it to contain %q", err, tc.wantErrContain)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Query: %v", err)
+			}
+			want := model.Vector{{Metric: model.Metric{"pod": "a"}, Value: 0.5, Timestamp: 1700000000000}}
+			if diff := cmp.Diff(want, vec); diff != "" {
+				t.Errorf("vector (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCompressionFlag(t *testing.T) {
+	if got := NewOptions().Compression; got != CompressionNone {
+		t.Errorf("default compression = %q, want %q", got, CompressionNone)
+	}
+	for _, v := range []string{"gzip", "none"} {
+		o := NewOptions()
+		o.URL = "http://prom:9090"
+		o.Compression = v
+		if errs := o.Validate(); len(errs) != 0 {
+			t.Errorf("--prometheus-compression=%s: %v", v, errs)
+		}
+	}
+}
