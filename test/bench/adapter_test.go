@@ -150,16 +150,25 @@ var durationRE = regexp.MustCompile(`duration="?([0-9.]+[a-zµ]+)"?`)
 // client certificate, over keep-alive HTTP/2 (the adapter's serving
 // certificate is self-signed).
 func adminClient(kp *framework.KeyPair) (*http.Client, error) {
+	tr, err := adminTransport(kp)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}, nil
+}
+
+// adminTransport is adminClient's transport: each one keeps its own
+// connections.
+func adminTransport(kp *framework.KeyPair) (*http.Transport, error) {
 	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("admin client certificate: %w", err)
 	}
-	tr := &http.Transport{
+	return &http.Transport{
 		TLSClientConfig:     &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}, //nolint:gosec // loopback adapter, self-signed
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 256,
-	}
-	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}, nil
+	}, nil
 }
 
 // get fetches url and returns the body and status.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -44,19 +45,111 @@ func do(ctx context.Context, hc *http.Client, url string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	a, err := doRequest(hc, req)
+	return a.bytes, err
+}
+
+// answer describes one response.
+type answer struct {
+	// bytes is the body's length as read: after decompression when the
+	// transport decoded it.
+	bytes int
+	// encoding is the Content-Encoding on the wire: "gzip" when the
+	// transport asked for it and decoded it (resp.Uncompressed), the
+	// header's value otherwise ("" for identity).
+	encoding string
+}
+
+func (a answer) encodingName() string {
+	if a.encoding == "" {
+		return "identity"
+	}
+	return a.encoding
+}
+
+// doRequest sends req and reads the whole answer; non-200 is an error.
+func doRequest(hc *http.Client, req *http.Request) (answer, error) {
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	a := answer{encoding: resp.Header.Get("Content-Encoding")}
+	if resp.Uncompressed {
+		a.encoding = "gzip"
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	a.bytes = int(n)
+	if err != nil {
+		return a, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return a, &httpError{code: resp.StatusCode}
+	}
+	return a, nil
+}
+
+// wireBytes sends req asking for gzip itself, so the transport does not
+// decode the body, and returns the body's length on the wire and its
+// Content-Encoding: what the same request costs on the wire when the
+// transport asks for gzip.
+func wireBytes(hc *http.Client, req *http.Request) (int, string, error) {
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = &httpError{code: resp.StatusCode}
+	}
+	return int(n), resp.Header.Get("Content-Encoding"), err
+}
+
+// promQueryRequest is an instant query at "now" of Prometheus at base, sent
+// as the adapter sends it: GET, or a form POST when the URL would be longer
+// than 4 KiB (prom.MaxGETURLLength).
+func promQueryRequest(ctx context.Context, base, query string) (*http.Request, error) {
+	form := url.Values{"query": {query}}.Encode()
+	u := base + "/api/v1/query"
+	if len(u)+1+len(form) <= 4096 {
+		return http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+form, nil)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form))
 	if err != nil {
-		return int(n), err
+		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return int(n), &httpError{code: resp.StatusCode}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
+}
+
+// sequential sends n requests one at a time and returns their latencies and
+// the last answer.
+func sequential(n int, newReq func() (*http.Request, error), hc *http.Client) (result, answer) {
+	var (
+		r    result
+		last answer
+	)
+	t0 := time.Now()
+	for range n {
+		t := time.Now()
+		req, err := newReq()
+		if err == nil {
+			last, err = doRequest(hc, req)
+		}
+		if err != nil {
+			r.errors++
+			if r.firstErr == "" {
+				r.firstErr = err.Error()
+			}
+			continue
+		}
+		r.latencies = append(r.latencies, time.Since(t))
 	}
-	return int(n), nil
+	r.elapsed = time.Since(t0)
+	r.requests = len(r.latencies) + r.errors
+	return r, last
 }
 
 type httpError struct{ code int }
@@ -175,10 +268,22 @@ func newQueryLog(path string) *queryLog {
 	return q
 }
 
-// queries returns the PromQL of the queries logged since the log was
-// followed (or last read) that contain substr, after a short wait for
-// Prometheus to write the last ones.
-func (q *queryLog) queries(substr string) ([]string, error) {
+// loggedQuery is one entry of Prometheus's query log.
+type loggedQuery struct {
+	query string
+	// start is the query's evaluation time: for an instant query at "now",
+	// when Prometheus received it (millisecond precision).
+	start time.Time
+	// logged is when Prometheus logged it, after it ran.
+	logged time.Time
+	// exec is the query's execTotalTime.
+	exec time.Duration
+}
+
+// entries returns the queries logged since the log was followed (or last
+// read) whose PromQL contains substr, after a short wait for Prometheus to
+// write the last ones.
+func (q *queryLog) entries(substr string) ([]loggedQuery, error) {
 	time.Sleep(300 * time.Millisecond)
 	f, err := os.Open(q.path)
 	if err != nil {
@@ -188,7 +293,7 @@ func (q *queryLog) queries(substr string) ([]string, error) {
 	if _, err := f.Seek(q.offset, io.SeekStart); err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []loggedQuery
 	r := bufio.NewReaderSize(f, 1<<20)
 	for {
 		line, err := r.ReadBytes('\n')
@@ -196,11 +301,23 @@ func (q *queryLog) queries(substr string) ([]string, error) {
 			q.offset += int64(len(line))
 			var entry struct {
 				Params struct {
-					Query string `json:"query"`
+					Query string    `json:"query"`
+					Start time.Time `json:"start"`
 				} `json:"params"`
+				Stats struct {
+					Timings struct {
+						ExecTotalTime float64 `json:"execTotalTime"`
+					} `json:"timings"`
+				} `json:"stats"`
+				TS time.Time `json:"ts"`
 			}
 			if json.Unmarshal(line, &entry) == nil && strings.Contains(entry.Params.Query, substr) {
-				out = append(out, entry.Params.Query)
+				out = append(out, loggedQuery{
+					query:  entry.Params.Query,
+					start:  entry.Params.Start,
+					logged: entry.TS,
+					exec:   time.Duration(entry.Stats.Timings.ExecTotalTime * float64(time.Second)),
+				})
 			}
 		}
 		if err != nil {

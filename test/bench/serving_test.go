@@ -6,14 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/internal/cputime"
 )
 
 var (
@@ -128,10 +130,14 @@ func (s *stack) adapterCounters(ctx context.Context, a *adapterProc) adapterCoun
 }
 
 // measured wraps a load run with what it cost: Prometheus queries (query
-// log and the adapter's counters), Kubernetes API calls, CPU.
+// log and the adapter's counters), Kubernetes API calls, CPU (the adapter's
+// and Prometheus's from /proc, the load generator's - this process - from
+// getrusage).
 type measured struct {
-	res                             result
-	logged                          []string
+	res    result
+	logged []string
+	// entries are logged with their times.
+	entries                         []loggedQuery
 	before, after                   adapterCounters
 	k8sCalls                        float64
 	apiserver                       map[string]float64
@@ -155,27 +161,31 @@ func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run fu
 	if err != nil {
 		b.Fatal(err)
 	}
-	hm, err := startCPU(os.Getpid())
-	if err != nil {
-		b.Fatal(err)
-	}
+	h0 := cputime.Process()
 	m.res = run()
+	m.harnessCPU = (cputime.Process() - h0).Seconds()
 	m.adapterCPU, _, _ = am.stop()
 	m.promCPU, _, _ = pm.stop()
-	m.harnessCPU, _, _ = hm.stop()
 	m.after = s.adapterCounters(ctx, a)
 	calls1, err := s.snapshotAPICalls(ctx, a)
 	if err != nil {
 		b.Fatal(err)
 	}
 	m.k8sCalls, m.apiserver = calls0.diff(calls1)
-	if m.logged, err = qlog.queries(querySubstr); err != nil {
+	if m.entries, err = qlog.entries(querySubstr); err != nil {
 		b.Fatal(err)
+	}
+	for _, e := range m.entries {
+		m.logged = append(m.logged, e.query)
 	}
 	return m
 }
 
 func (m measured) perReq(v float64) float64 { return v / float64(max(m.res.requests, 1)) }
+
+// harnessCores is the load generator's CPU over the run's wall time: how
+// many of the machine's cores it took.
+func (m measured) harnessCores() float64 { return m.harnessCPU / m.res.elapsed.Seconds() }
 
 // report logs the run and reports its metrics.
 func (m measured) report(b *testing.B, name string) {
@@ -190,6 +200,7 @@ func (m measured) report(b *testing.B, name string) {
 	b.ReportMetric(perReq(float64(len(m.logged))), "prom-queries/req")
 	b.ReportMetric(perReq(m.adapterCPU)*1000, "adapter-cpu-ms/req")
 	b.ReportMetric(perReq(m.promCPU)*1000, "prom-cpu-ms/req")
+	b.ReportMetric(perReq(m.harnessCPU)*1000, "loadgen-cpu-ms/req")
 	b.ReportMetric(m.k8sCalls, "k8s-api-calls")
 }
 
@@ -202,10 +213,10 @@ func (m measured) log(name string) {
 		keys = append(keys, fmt.Sprintf("%s=%.0f", k, v))
 	}
 	sort.Strings(keys)
-	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req; adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
+	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req (%.2f cores); adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
 		name, r.requests, r.errors, errSuffix(r.firstErr), r.elapsed.Round(time.Millisecond), r.perSecond(), r.percentile(0.5), r.percentile(0.99),
 		len(m.logged), m.after.queries-m.before.queries, m.after.coalesced-m.before.coalesced,
-		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.k8sCalls, strings.Join(keys, ","), loadAvg())
+		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.harnessCores(), m.k8sCalls, strings.Join(keys, ","), loadAvg())
 }
 
 func errSuffix(s string) string {
@@ -251,7 +262,10 @@ func BenchmarkServing(b *testing.B) {
 // rate (500/s, and 100/s, which Prometheus alone sustains on a busy 2-core
 // machine) through the adapter, then the PromQL the adapter sent (read from
 // Prometheus's query log) straight to Prometheus at the same rate, and
-// reports the p99 difference.
+// reports the p99 difference and what the load generator (this process)
+// spent per request in each leg. The rate=N-APAP run, at the first rate
+// only, measures the two legs twice, alternating (adapter, Prometheus,
+// adapter, Prometheus), so the noise between rounds is visible.
 func BenchmarkOverhead(b *testing.B) {
 	s := setup(b)
 	a := s.serving(b)
@@ -259,34 +273,66 @@ func BenchmarkOverhead(b *testing.B) {
 		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				s.benchOverhead(b, a, rate)
+				s.benchOverhead(b, a, rate, 1)
 			}
 		})
 	}
+	rate := s.cfg.rates[0]
+	b.Run(fmt.Sprintf("rate=%d-APAP", rate), func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			s.benchOverhead(b, a, rate, 2)
+		}
+	})
 }
 
-func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate int) {
+// benchOverhead measures the adapter leg and the Prometheus leg rounds
+// times, alternating, and reports the legs' latencies pooled over the
+// rounds (and each round's p99 when there are several).
+func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate, rounds int) {
 	ctx := context.Background()
 	ns := servingNamespace(0)
-	// One second at the rate, unmeasured, so connections are up.
-	openLoop(ctx, s.admin, rate, time.Second, podsStarURL(a.url, ns))
-	ma := s.measure(b, a, `namespace="`+ns+`"`, func() result {
-		return openLoop(ctx, s.admin, rate, s.cfg.duration, podsStarURL(a.url, ns))
-	})
-	ma.log(fmt.Sprintf("adapter open loop %d/s", rate))
-	if len(ma.logged) == 0 {
-		b.Fatalf("no query for %s in Prometheus's query log", ns)
+	adapterURL := podsStarURL(a.url, ns)
+	var (
+		query    string
+		raw      string
+		ads, prs []measured
+	)
+	for round := 1; round <= rounds; round++ {
+		// One second at the rate, unmeasured, so connections are up.
+		openLoop(ctx, s.admin, rate, time.Second, adapterURL)
+		ma := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+			return openLoop(ctx, s.admin, rate, s.cfg.duration, adapterURL)
+		})
+		ma.log(fmt.Sprintf("adapter open loop %d/s (round %d/%d)", rate, round, rounds))
+		if query == "" {
+			if len(ma.logged) == 0 {
+				b.Fatalf("no query for %s in Prometheus's query log", ns)
+			}
+			query = ma.logged[0]
+			raw = s.prom.URL + "/api/v1/query?" + url.Values{"query": {query}}.Encode()
+		}
+		openLoop(ctx, s.promHC, rate, time.Second, raw)
+		mp := s.measure(b, a, `namespace="`+ns+`"`, func() result {
+			return openLoop(ctx, s.promHC, rate, s.cfg.duration, raw)
+		})
+		mp.log(fmt.Sprintf("prometheus open loop %d/s (round %d/%d, %s)", rate, round, rounds, query))
+		ads, prs = append(ads, ma), append(prs, mp)
+		ra, rp := ma.res, mp.res
+		progress("overhead at %d/s, round %d/%d: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms; load generator %.3f CPU-ms/req (%.2f cores) through the adapter, %.3f CPU-ms/req (%.2f cores) to Prometheus",
+			rate, round, rounds, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99),
+			ma.perReq(ma.harnessCPU)*1000, ma.harnessCores(), mp.perReq(mp.harnessCPU)*1000, mp.harnessCores())
+		if rounds > 1 {
+			b.ReportMetric(ra.percentile(0.99), fmt.Sprintf("p99-ms-r%d", round))
+			b.ReportMetric(rp.percentile(0.99), fmt.Sprintf("prom-p99-ms-r%d", round))
+		}
 	}
-	q := url.Values{"query": {ma.logged[0]}}
-	raw := s.prom.URL + "/api/v1/query?" + q.Encode()
-	openLoop(ctx, s.promHC, rate, time.Second, raw)
-	mp := s.measure(b, a, `namespace="`+ns+`"`, func() result {
-		return openLoop(ctx, s.promHC, rate, s.cfg.duration, raw)
-	})
-	mp.log(fmt.Sprintf("prometheus open loop %d/s (%s)", rate, ma.logged[0]))
+	ma, mp := pool(ads), pool(prs)
 	ra, rp := ma.res, mp.res
-	progress("overhead at %d/s: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms",
-		rate, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99))
+	if rounds > 1 {
+		progress("overhead at %d/s, %d rounds pooled: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms",
+			rate, rounds, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99))
+	}
 	b.ReportMetric(ra.perSecond(), "req/s")
 	b.ReportMetric(rp.perSecond(), "prom-req/s")
 	b.ReportMetric(ra.percentile(0.5), "p50-ms")
@@ -298,12 +344,42 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate int) {
 	b.ReportMetric(float64(len(ma.logged)), "prom-queries")
 	b.ReportMetric(ma.perReq(ma.adapterCPU)*1000, "adapter-cpu-ms/req")
 	b.ReportMetric(mp.perReq(mp.promCPU)*1000, "prom-cpu-ms/query")
+	b.ReportMetric(ma.perReq(ma.harnessCPU)*1000, "loadgen-cpu-ms/req")
+	b.ReportMetric(mp.perReq(mp.harnessCPU)*1000, "prom-leg-loadgen-cpu-ms/req")
+	b.ReportMetric(ma.harnessCores(), "loadgen-cores")
+	b.ReportMetric(mp.harnessCores(), "prom-leg-loadgen-cores")
 	b.ReportMetric(ma.k8sCalls, "k8s-api-calls")
 }
 
+// pool merges measured runs: requests, latencies, queries and CPU add up.
+func pool(ms []measured) measured {
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	var p measured
+	for _, m := range ms {
+		p.res.requests += m.res.requests
+		p.res.errors += m.res.errors
+		p.res.elapsed += m.res.elapsed
+		p.res.latencies = append(p.res.latencies, m.res.latencies...)
+		if p.res.firstErr == "" {
+			p.res.firstErr = m.res.firstErr
+		}
+		p.logged = append(p.logged, m.logged...)
+		p.k8sCalls += m.k8sCalls
+		p.adapterCPU += m.adapterCPU
+		p.promCPU += m.promCPU
+		p.harnessCPU += m.harnessCPU
+	}
+	return p
+}
+
 // BenchmarkStar5000 sends pods/* over the 5,000-pod namespace 50 times, one
-// at a time, and reports the answer time and the length of the query the
-// adapter sent.
+// at a time, then the PromQL the adapter sent (read from Prometheus's query
+// log) straight to Prometheus 50 times, one at a time, and reports both
+// answer times, the adapter's overhead over Prometheus, the length of the
+// query and the size of both answers (decoded, and on the wire with the
+// encoding Go's transport asks for: gzip).
 func BenchmarkStar5000(b *testing.B) {
 	s := setup(b)
 	a := s.serving(b)
@@ -311,20 +387,11 @@ func BenchmarkStar5000(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		u := podsStarURL(a.url, bigNamespace)
+		adapterReq := func() (*http.Request, error) { return http.NewRequestWithContext(ctx, http.MethodGet, u, nil) }
+		var adapterAns answer
 		m := s.measure(b, a, `namespace="`+bigNamespace+`"`, func() result {
-			var r result
-			t0 := time.Now()
-			for range 50 {
-				t := time.Now()
-				if _, err := do(ctx, s.admin, u); err != nil {
-					r.errors++
-					r.firstErr = err.Error()
-					continue
-				}
-				r.latencies = append(r.latencies, time.Since(t))
-			}
-			r.elapsed = time.Since(t0)
-			r.requests = len(r.latencies) + r.errors
+			r, last := sequential(50, adapterReq, s.admin)
+			adapterAns = last
 			return r
 		})
 		longest := 0
@@ -332,75 +399,59 @@ func BenchmarkStar5000(b *testing.B) {
 			longest = max(longest, len(q))
 		}
 		m.report(b, fmt.Sprintf("pods/* over %d pods", s.cfg.bigPods))
-		if len(m.logged) > 0 {
-			progress("query sent for %d pods (%d bytes): %s", s.cfg.bigPods, longest, m.logged[0])
+		if len(m.logged) == 0 {
+			b.Fatalf("no query for %s in Prometheus's query log", bigNamespace)
 		}
+		progress("query sent for %d pods (%d bytes): %.2000s", s.cfg.bigPods, longest, m.logged[0])
 		b.ReportMetric(float64(longest), "query-bytes")
 		b.ReportMetric(float64(s.cfg.bigPods), "pods")
-	}
-}
 
-// BenchmarkCoalesce1000 sends 1,000 identical pods/* requests at once and
-// counts the Prometheus queries they caused, over a 100-pod namespace and
-// over the 5,000-pod one (whose query runs longer, so more requests find it
-// in flight).
-func BenchmarkCoalesce1000(b *testing.B) {
-	s := setup(b)
-	a := s.serving(b)
-	for _, c := range []struct {
-		ns   string
-		pods int
-	}{{servingNamespace(0), s.cfg.servePods}, {bigNamespace, s.cfg.bigPods}} {
-		b.Run(fmt.Sprintf("pods-star-%d", c.pods), func(b *testing.B) {
-			b.ReportAllocs()
-			for range b.N {
-				s.benchCoalesce(b, a, c.ns, 1000)
-			}
+		query := m.logged[0]
+		promReq := func() (*http.Request, error) { return promQueryRequest(ctx, s.prom.URL, query) }
+		// One unmeasured query, so the connection is up.
+		sequential(1, promReq, s.promHC)
+		var promAns answer
+		mp := s.measure(b, a, `namespace="`+bigNamespace+`"`, func() result {
+			r, last := sequential(50, promReq, s.promHC)
+			promAns = last
+			return r
 		})
+		mp.log(fmt.Sprintf("the adapter's query for %d pods straight to Prometheus", s.cfg.bigPods))
+
+		aWire, aEnc, aErr := s.wire(adapterReq, s.admin)
+		pWire, pEnc, pErr := s.wire(promReq, s.promHC)
+		if aErr != nil || pErr != nil {
+			b.Fatalf("measuring answer sizes on the wire: adapter: %v, Prometheus: %v", aErr, pErr)
+		}
+		ra, rp := m.res, mp.res
+		progress("pods/* over %d pods: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: overhead p50 %.2f p99 %.2f ms; answers: adapter %d bytes (measured leg: %s; %d bytes on the wire as %s), Prometheus %d bytes (measured leg: %s; %d bytes on the wire as %s)",
+			s.cfg.bigPods, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99),
+			ra.percentile(0.5)-rp.percentile(0.5), ra.percentile(0.99)-rp.percentile(0.99),
+			adapterAns.bytes, adapterAns.encodingName(), aWire, encodingName(aEnc),
+			promAns.bytes, promAns.encodingName(), pWire, encodingName(pEnc))
+		b.ReportMetric(rp.percentile(0.5), "prom-p50-ms")
+		b.ReportMetric(rp.percentile(0.99), "prom-p99-ms")
+		b.ReportMetric(ra.percentile(0.5)-rp.percentile(0.5), "overhead-p50-ms")
+		b.ReportMetric(ra.percentile(0.99)-rp.percentile(0.99), "overhead-p99-ms")
+		b.ReportMetric(float64(rp.errors), "prom-errors")
+		b.ReportMetric(float64(adapterAns.bytes), "answer-bytes")
+		b.ReportMetric(float64(promAns.bytes), "prom-answer-bytes")
+		b.ReportMetric(float64(aWire), "answer-wire-bytes")
+		b.ReportMetric(float64(pWire), "prom-answer-wire-bytes")
 	}
 }
 
-func (s *stack) benchCoalesce(b *testing.B, a *adapterProc, ns string, n int) {
-	ctx := context.Background()
-	u := podsStarURL(a.url, ns)
-	// Connections up before the burst.
-	if _, err := do(ctx, s.admin, u); err != nil {
-		b.Fatal(err)
+// wire returns the size on the wire of one answer to newReq's request and
+// its encoding.
+func (s *stack) wire(newReq func() (*http.Request, error), hc *http.Client) (int, string, error) {
+	req, err := newReq()
+	if err != nil {
+		return 0, "", err
 	}
-	time.Sleep(500 * time.Millisecond)
-	m := s.measure(b, a, `namespace="`+ns+`"`, func() result {
-		var (
-			r     result
-			mu    sync.Mutex
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-		)
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				t := time.Now()
-				_, err := do(ctx, s.admin, u)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					r.errors++
-					r.firstErr = err.Error()
-					return
-				}
-				r.latencies = append(r.latencies, time.Since(t))
-			}()
-		}
-		t0 := time.Now()
-		close(start)
-		wg.Wait()
-		r.elapsed = time.Since(t0)
-		r.requests = len(r.latencies) + r.errors
-		return r
-	})
-	m.report(b, fmt.Sprintf("%d concurrent identical requests in %s", n, ns))
+	return wireBytes(hc, req)
 }
+
+func encodingName(e string) string { return answer{encoding: e}.encodingName() }
 
 // BenchmarkServingCached is BenchmarkServing's identical and
 // distinct-namespace runs against a second adapter started with
