@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -24,6 +25,7 @@ import (
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -132,6 +134,16 @@ type ServerConfig struct {
 	RulesData []byte
 	// Metrics is the adapter's own registry, served on /metrics.
 	Metrics *metrics.Metrics
+
+	// MetricsSerializer wraps the metrics groups' negotiated serializer
+	// (apiencode.NewNegotiatedSerializer: the metric lists are written as
+	// JSON directly).
+	MetricsSerializer func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer
+
+	// libraryMetricsAPIs installs the metrics groups with the library's own
+	// installer and serializer instead: the reference the tests compare the
+	// served answers against.
+	libraryMetricsAPIs bool
 }
 
 // Config loads the rules file and creates the metrics registry.
@@ -145,7 +157,13 @@ func (o *ServerOptions) Config() (*ServerConfig, error) {
 		return nil, fmt.Errorf("loading --config %s: %w", o.ConfigFile, err)
 	}
 	logConfigWarnings(rules)
-	return &ServerConfig{Options: o, Rules: rules, RulesData: data, Metrics: metrics.New()}, nil
+	return &ServerConfig{
+		Options:           o,
+		Rules:             rules,
+		RulesData:         data,
+		Metrics:           metrics.New(),
+		MetricsSerializer: apiencode.NewNegotiatedSerializer,
+	}, nil
 }
 
 // Server is a completed adapter server, ready to Run.
@@ -157,7 +175,8 @@ type Server struct {
 }
 
 // Complete builds the Prometheus client, the providers and the API server
-// (with /metrics, the readiness check and request instrumentation).
+// (with the metrics APIs, /metrics, the readiness check and request
+// instrumentation).
 func (c *ServerConfig) Complete() (*Server, error) {
 	o := c.Options
 	// A "now" query may take the identical query's answer that landed after
@@ -184,9 +203,13 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		return nil, errors.New("building the metrics providers: custom and external providers are required")
 	}
 
+	custom := quietCustomProvider{providers.Custom}
+	external := quietExternalProvider{providers.External}
 	base := o.Base
-	base.WithCustomMetrics(quietCustomProvider{providers.Custom})
-	base.WithExternalMetrics(quietExternalProvider{providers.External})
+	// Config takes the metrics groups' OpenAPI definitions from the
+	// providers being set; the groups themselves are installed below.
+	base.WithCustomMetrics(custom)
+	base.WithExternalMetrics(external)
 	// /metrics is ours (adapter registry + Kubernetes component metrics),
 	// installed below instead of the generic server's.
 	base.CustomMetricsAdapterServerOptions.EnableMetrics = false
@@ -200,11 +223,22 @@ func (c *ServerConfig) Complete() (*Server, error) {
 	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
 		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true
 	}
+	if !c.libraryMetricsAPIs {
+		// Without providers Server installs neither metrics group: they are
+		// installed below, with the direct JSON list encoder.
+		base.WithCustomMetrics(nil)
+		base.WithExternalMetrics(nil)
+	}
 	apiServer, err := base.Server()
 	if err != nil {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	gs := apiServer.GenericAPIServer
+	if !c.libraryMetricsAPIs {
+		if err := installMetricsAPIs(gs, c.MetricsSerializer, custom, external); err != nil {
+			return nil, err
+		}
+	}
 	// The generic server registers its request metrics only when it serves
 	// /metrics itself; register them for the merged /metrics below.
 	apimetrics.Register()
