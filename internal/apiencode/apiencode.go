@@ -2,7 +2,7 @@
 // v1beta1 and v1beta2, external.metrics.k8s.io v1beta1) as compact JSON
 // without reflection, byte for byte what the API server's codec writes.
 //
-// NegotiatedSerializer wraps an API group's negotiated serializer: the
+// NewNegotiatedSerializer wraps an API group's negotiated serializer: the
 // encoder it hands out for the compact JSON serializer and one of those
 // group-versions writes the internal MetricValueList and
 // ExternalMetricValueList itself and passes every other object to the
@@ -37,20 +37,23 @@ var (
 	ExternalV1beta1 = emv1beta1.SchemeGroupVersion
 )
 
-// NegotiatedSerializer is a runtime.NegotiatedSerializer that encodes the
+// negotiatedSerializer is a runtime.NegotiatedSerializer that encodes the
 // metrics lists directly when the compact JSON serializer is asked for.
-type NegotiatedSerializer struct {
+type negotiatedSerializer struct {
 	runtime.NegotiatedSerializer
 	// jsonID identifies the compact (not pretty, not YAML) JSON serializer
 	// of the wrapped serializer; empty when it has none.
 	jsonID runtime.Identifier
 }
 
-var _ runtime.NegotiatedSerializer = (*NegotiatedSerializer)(nil)
+var _ runtime.NegotiatedSerializer = (*negotiatedSerializer)(nil)
 
-// NewNegotiatedSerializer wraps s, normally the API group's CodecFactory.
-func NewNegotiatedSerializer(s runtime.NegotiatedSerializer) *NegotiatedSerializer {
-	n := &NegotiatedSerializer{NegotiatedSerializer: s}
+// NewNegotiatedSerializer wraps s, normally an API group's CodecFactory:
+// the encoder it hands out for s's compact JSON serializer and one of the
+// metrics group-versions writes the metric lists directly, byte for byte
+// what s's own would write.
+func NewNegotiatedSerializer(s runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	n := &negotiatedSerializer{NegotiatedSerializer: s}
 	if info, ok := runtime.SerializerInfoForMediaType(s.SupportedMediaTypes(), runtime.ContentTypeJSON); ok && info.Serializer != nil {
 		n.jsonID = info.Serializer.Identifier()
 	}
@@ -60,7 +63,7 @@ func NewNegotiatedSerializer(s runtime.NegotiatedSerializer) *NegotiatedSerializ
 // EncoderForVersion returns the wrapped serializer's encoder, behind the
 // direct list encoder when encoder is the compact JSON serializer and gv one
 // of the metrics group-versions.
-func (n *NegotiatedSerializer) EncoderForVersion(encoder runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
+func (n *negotiatedSerializer) EncoderForVersion(encoder runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
 	codec := n.NegotiatedSerializer.EncoderForVersion(encoder, gv)
 	if n.jsonID == "" || encoder == nil || encoder.Identifier() != n.jsonID {
 		return codec
