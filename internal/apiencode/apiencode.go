@@ -417,10 +417,11 @@ func appendQuantity(b []byte, q *resource.Quantity) []byte {
 		return append(b, '"')
 	}
 	// A copy, as MarshalJSON (a value method) works on one. The number is
-	// not always written into the buffer given (zero is a shared "0").
+	// written into b's spare room when it fits, else (zero is a shared "0",
+	// a long one a new slice) elsewhere; append covers both.
 	c := *q
-	var scratch [32]byte
-	number, suffix := c.CanonicalizeBytes(scratch[:0])
+	b = slices.Grow(b, 32)
+	number, suffix := c.CanonicalizeBytes(b[len(b):])
 	b = append(b, number...)
 	b = append(b, suffix...)
 	return append(b, '"')
