@@ -162,7 +162,7 @@ func New(cfg Config) (*Client, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	vc := &verbClient{inner: inner, verb: verb}
+	vc := &verbClient{inner: inner, verb: verb, http: cfg.HTTPClient}
 	return &Client{
 		api:      v1.NewAPI(vc),
 		verb:     vc,
@@ -342,11 +342,20 @@ func (c *Client) query(ctx context.Context, query string, ts time.Time) (model.V
 	if !ts.IsZero() {
 		args.Set("time", formatTime(ts))
 	}
-	resp, body, err := c.verb.query(ctx, c.queryURL, args)
+	var (
+		vec      model.Vector
+		warnings v1.Warnings
+		decErr   error
+	)
+	err := c.verb.query(ctx, c.queryURL, args, func(code int, body []byte) {
+		// The decoder copies every string it keeps (labels, warnings,
+		// error details): the body buffer is reused.
+		vec, warnings, decErr = decodeQueryAnswer(code, body)
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return decodeQueryAnswer(resp.StatusCode, body)
+	return vec, warnings, decErr
 }
 
 // formatTime renders an evaluation time as Prometheus' float seconds, the

@@ -615,3 +615,50 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 var _ = fmt.Sprintf
+
+// TestQueryResultsOutliveTheBodyBuffer checks that nothing decoded from an
+// answer (labels, warnings, error details) shares memory with the pooled
+// buffer the body was read into, which the next answers overwrite.
+func TestQueryResultsOutliveTheBodyBuffer(t *testing.T) {
+	answers := map[string]func(w http.ResponseWriter){
+		"vector": func(w http.ResponseWriter) {
+			io.WriteString(w, `{"status":"success","warnings":["w-one"],"data":{"resultType":"vector","result":[`+
+				`{"metric":{"pod":"p-one","l\u00e9":"esc\u00e9"},"value":[1700000000,"1"]}]}}`)
+		},
+		"error": func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "upstream one is down")
+		},
+		"other": func(w http.ResponseWriter) {
+			io.WriteString(w, `{"status":"success","warnings":["w-two"],"data":{"resultType":"vector","result":[`+
+				`{"metric":{"pod":"p-two","l\u00e9":"xxx\u00e9"},"value":[1700000000,"2"]}]}}`+strings.Repeat(" ", 64))
+		},
+	}
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		answers[r.FormValue("query")](w)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL})
+	ctx := context.Background()
+
+	vec, err := c.Query(ctx, "vector", time.Time{})
+	if err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	_, qerr := c.Query(ctx, "error", time.Time{})
+	if qerr == nil {
+		t.Fatal("Query(error) succeeded")
+	}
+	errText := qerr.Error()
+	for range 5 {
+		if _, err := c.Query(ctx, "other", time.Time{}); err != nil {
+			t.Fatalf("Query: %v", err)
+		}
+	}
+	want := model.Vector{{Metric: model.Metric{"pod": "p-one", "lé": "escé"}, Value: 1, Timestamp: 1700000000000}}
+	if diff := cmp.Diff(want, vec); diff != "" {
+		t.Errorf("first vector after later answers (-want +got):\n%s", diff)
+	}
+	if got := qerr.Error(); got != errText || !strings.Contains(got, "upstream one is down") {
+		t.Errorf("error text changed or lost its detail: %q, then %q", errText, got)
+	}
+}

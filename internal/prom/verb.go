@@ -1,12 +1,14 @@
 package prom
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -32,6 +34,8 @@ type requestState struct {
 type verbClient struct {
 	inner api.Client
 	verb  string
+	// http sends instant queries (see query); inner sends the rest.
+	http *http.Client
 }
 
 var _ api.Client = (*verbClient)(nil)
@@ -63,8 +67,10 @@ func (v *verbClient) send(ctx context.Context, req *http.Request, st *requestSta
 // query sends the arguments of an API call to u exactly as client_golang's
 // v1 API followed by Do would (a form POST turned into the configured verb,
 // GET again when the answer is 403, 405 or 501), without building and then
-// re-parsing the form, and returns the answer and its body.
-func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values) (*http.Response, []byte, error) {
+// re-parsing the form, and hands the answer's status code and body to
+// decode. The body is read into a pooled buffer that is reused once decode
+// returns: decode must not keep any part of it.
+func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values, decode func(code int, body []byte)) error {
 	st, _ := ctx.Value(requestStateKey{}).(*requestState)
 	if st != nil && st.timeout > 0 {
 		args.Set("timeout", formatTimeout(st.timeout))
@@ -77,20 +83,68 @@ func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values) (*ht
 	}
 	req, err := newArgsRequest(ctx, method, u, encoded)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	// client_golang marks its POST idempotent (the header is not sent), so
 	// that the transport may retry it on a broken keep-alive connection.
 	req.Header["Idempotency-Key"] = nil
-	resp, body, err := v.send(ctx, req, st)
-	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusMethodNotAllowed ||
-		resp.StatusCode == http.StatusNotImplemented) {
+	code, buf, err := v.do(ctx, req, st)
+	if code == http.StatusForbidden || code == http.StatusMethodNotAllowed || code == http.StatusNotImplemented {
+		putBodyBuffer(buf)
 		if req, err = newArgsRequest(ctx, http.MethodGet, u, encoded); err != nil {
-			return nil, nil, err
+			return err
 		}
-		return v.send(ctx, req, st)
+		code, buf, err = v.do(ctx, req, st)
 	}
-	return resp, body, err
+	if err != nil {
+		putBodyBuffer(buf)
+		return err
+	}
+	decode(code, buf.Bytes())
+	putBodyBuffer(buf)
+	return nil
+}
+
+// do sends req with the HTTP client and reads the whole answer, as
+// client_golang's api.Client Do does (the status code is recorded in st;
+// when ctx ends while reading, the error is ctx's), but into a pooled
+// buffer rather than a new one grown from 512 bytes for every answer. The
+// code is 0 when no answer came. The buffer is nil on error.
+func (v *verbClient) do(ctx context.Context, req *http.Request, st *requestState) (int, *bytes.Buffer, error) {
+	resp, err := v.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	if st != nil {
+		st.status = resp.StatusCode
+	}
+	buf := getBodyBuffer()
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		putBodyBuffer(buf)
+		if cerr := ctx.Err(); cerr != nil {
+			return resp.StatusCode, nil, cerr
+		}
+		return resp.StatusCode, nil, err
+	}
+	return resp.StatusCode, buf, nil
+}
+
+// maxPooledBody is the largest buffer kept for reuse: a rare huge answer
+// is not worth pinning its memory.
+const maxPooledBody = 8 << 20
+
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBodyBuffer() *bytes.Buffer { return bodyBuffers.Get().(*bytes.Buffer) }
+
+func putBodyBuffer(b *bytes.Buffer) {
+	if b == nil || b.Cap() > maxPooledBody {
+		return
+	}
+	b.Reset()
+	bodyBuffers.Put(b)
 }
 
 // newArgsRequest builds a GET with the encoded arguments in the URL or a
