@@ -158,6 +158,31 @@ func BenchmarkObjectCacheList5000(b *testing.B) {
 	reportCPU(b, cpu0)
 }
 
+// BenchmarkObjectCacheList5000Miss is BenchmarkObjectCacheList5000 with a
+// selector never asked before on each iteration: the cost of a list the
+// cache does not hold (after a change of the namespace's pods).
+func BenchmarkObjectCacheList5000Miss(b *testing.B) {
+	objs := make([]runtime.Object, 0, 5000)
+	for i := range 5000 {
+		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+	}
+	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cputime.Process()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		sel := mustSelector(b, fmt.Sprintf("app=worker,rev!=r%d", i))
+		b.StartTimer()
+		names, err := c.ListObjects(context.Background(), pods, "big", sel)
+		if err != nil || len(names) != 5000 {
+			b.Fatalf("names %d, err %v", len(names), err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
 func BenchmarkQuantity(b *testing.B) {
 	vals := []float64{0.5, 1234.5678, 2.0 / 3.0, 1e20}
 	b.ReportAllocs()

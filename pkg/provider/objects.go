@@ -61,7 +61,7 @@ type ObjectCache struct {
 	syncTimeout time.Duration
 
 	running atomic.Bool
-	started sync.Map // schema.GroupVersionResource -> cache.SharedIndexInformer
+	started sync.Map // schema.GroupVersionResource -> *resourceCache
 
 	mu  sync.Mutex      // serialises starting informers and Run's state changes
 	ctx context.Context // Run's context
@@ -123,44 +123,93 @@ func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) {
 	inf := c.factory.ForResource(gvr).Informer()
 	if c.running.Load() {
 		c.factory.Start(c.ctx.Done())
-		c.started.Store(gvr, inf)
+		if _, ok := c.started.Load(gvr); !ok {
+			c.started.Store(gvr, newResourceCache(gvr, inf))
+		}
 	}
 }
 
-// informer returns the started informer of gvr.
-func (c *ObjectCache) informer(gvr schema.GroupVersionResource) (cache.SharedIndexInformer, error) {
+// resource returns the started informer of gvr and its list cache.
+func (c *ObjectCache) resource(gvr schema.GroupVersionResource) (*resourceCache, error) {
 	if !c.running.Load() {
 		return nil, ErrCacheNotRunning
 	}
-	if inf, ok := c.started.Load(gvr); ok {
-		return inf.(cache.SharedIndexInformer), nil
+	if rc, ok := c.started.Load(gvr); ok {
+		return rc.(*resourceCache), nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.running.Load() {
 		return nil, ErrCacheNotRunning
 	}
+	if rc, ok := c.started.Load(gvr); ok {
+		return rc.(*resourceCache), nil
+	}
 	inf := c.factory.ForResource(gvr).Informer()
 	// Start only starts informers not started yet.
 	c.factory.Start(c.ctx.Done())
-	c.started.Store(gvr, inf)
-	return inf, nil
+	rc := newResourceCache(gvr, inf)
+	c.started.Store(gvr, rc)
+	return rc, nil
 }
 
 // ListObjects implements ObjectLister from the informer cache. The first
 // call for a resource starts its informer and waits (at most the sync
 // timeout, and never beyond ctx) for its initial list.
+//
+// The names are returned sorted. The names listed for a namespace and
+// selector are kept and given again, without going through the informer's
+// objects, until an object of the namespace is added or deleted or has its
+// labels changed (see resourceCache): an HPA asks the same question every
+// sync period, and a `*` request over 5,000 pods would otherwise match
+// 5,000 label sets each time.
 func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
-	inf, err := c.informer(gvr)
+	rc, err := c.resource(gvr)
 	if err != nil {
 		return nil, err
 	}
+	inf := rc.inf
 	if !inf.HasSynced() {
 		if err := c.waitSynced(ctx, gvr, inf); err != nil {
 			return nil, err
 		}
 	}
+	if selector == nil {
+		selector = labels.Everything()
+	}
+	everything := selector.Empty()
+	key := listKey{namespace: namespace}
+	if !everything {
+		key.selector = selector.String()
+	}
+	// labels.Nothing() prints as "" too: only a selector with a text of its
+	// own, or the empty one, identifies its answer.
+	cacheable := rc.cacheable && (everything || key.selector != "")
+	var gen uint64
+	if cacheable {
+		// Read before listing: an event while listing makes the entry
+		// stale at once.
+		gen = rc.generation(namespace)
+		if names, ok := rc.get(key, gen); ok {
+			return slices.Clone(names), nil
+		}
+	}
+	names, err := listNames(inf, gvr, namespace, selector, everything)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	if cacheable {
+		rc.put(key, gen, slices.Clone(names))
+	}
+	return names, nil
+}
+
+// listNames lists the names of the informer's objects in namespace (every
+// namespace when "") that selector matches.
+func listNames(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, everything bool) ([]string, error) {
 	var objs []any
+	var err error
 	if namespace == "" {
 		objs = inf.GetStore().List()
 	} else {
@@ -169,10 +218,6 @@ func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionRe
 			return nil, fmt.Errorf("listing cached %s in namespace %q: %w", gvr.GroupResource(), namespace, err)
 		}
 	}
-	if selector == nil {
-		selector = labels.Everything()
-	}
-	everything := selector.Empty()
 	names := make([]string, 0, len(objs))
 	for _, o := range objs {
 		m, ok := o.(metav1.Object)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -221,4 +222,102 @@ func TestObjectCacheWarmBeforeRun(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestObjectCacheListsFollowChanges checks that the lists kept by
+// namespace and selector follow adds, deletes and label changes, in the
+// namespace asked and cluster-wide, and that callers own what they get.
+func TestObjectCacheListsFollowChanges(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	c, client := runCache(t, provider.ObjectCacheOptions{},
+		partial("v1", "Pod", "shop", "web-2", web),
+		partial("v1", "Pod", "shop", "web-1", web),
+		partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
+		partial("v1", "Pod", "blog", "web-1", web),
+	)
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	shop := client.Resource(pods).Namespace("shop").(metadatafake.MetadataClient)
+	ctx := context.Background()
+
+	list := func(ns, sel string) []string {
+		t.Helper()
+		var s labels.Selector
+		switch sel {
+		case "<nothing>":
+			s = labels.Nothing()
+		case "<nil>":
+		default:
+			s = mustSelector(t, sel)
+		}
+		got, err := c.ListObjects(ctx, pods, ns, s)
+		if err != nil {
+			t.Fatalf("ListObjects(%q, %q): %v", ns, sel, err)
+		}
+		return got
+	}
+	// eventually waits for the watch to deliver a change.
+	eventually := func(ns, sel string, want []string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := list(ns, sel)
+			if cmp.Equal(want, got) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ListObjects(%q, %q) = %v, want %v", ns, sel, got, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	check := func(ns, sel string, want []string) {
+		t.Helper()
+		if diff := cmp.Diff(want, list(ns, sel)); diff != "" {
+			t.Errorf("ListObjects(%q, %q) (-want +got):\n%s", ns, sel, diff)
+		}
+	}
+
+	check("shop", "app=web", []string{"web-1", "web-2"})
+	check("shop", "", []string{"db-1", "web-1", "web-2"})
+	check("shop", "<nil>", []string{"db-1", "web-1", "web-2"})
+	check("shop", "<nothing>", []string{})
+	check("", "app=web", []string{"web-1", "web-1", "web-2"})
+
+	// The caller owns the slice.
+	got := list("shop", "app=web")
+	got[0] = "mutated"
+	check("shop", "app=web", []string{"web-1", "web-2"})
+
+	// An add, in the namespace and cluster-wide.
+	if _, err := shop.CreateFake(partial("v1", "Pod", "shop", "web-3", web), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("shop", "app=web", []string{"web-1", "web-2", "web-3"})
+	eventually("", "app=web", []string{"web-1", "web-1", "web-2", "web-3"})
+	check("blog", "app=web", []string{"web-1"})
+
+	// A label change takes a pod out of one selector and into another.
+	if _, err := shop.UpdateFake(partial("v1", "Pod", "shop", "web-2", map[string]string{"app": "db"}), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("shop", "app=web", []string{"web-1", "web-3"})
+	eventually("shop", "app=db", []string{"db-1", "web-2"})
+	eventually("", "app=web", []string{"web-1", "web-1", "web-3"})
+
+	// An update that keeps the labels changes nothing.
+	same := partial("v1", "Pod", "shop", "web-1", web)
+	same.Annotations = map[string]string{"touched": "yes"}
+	if _, err := shop.UpdateFake(same, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("shop", "app=web", []string{"web-1", "web-3"})
+
+	// A delete.
+	if err := shop.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually("shop", "app=web", []string{"web-3"})
+	eventually("shop", "", []string{"db-1", "web-2", "web-3"})
+	eventually("", "app=web", []string{"web-1", "web-3"})
+	check("blog", "app=web", []string{"web-1"})
 }
