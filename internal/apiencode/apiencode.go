@@ -256,9 +256,10 @@ func appendListMeta(b []byte, m *metav1.ListMeta) []byte {
 		}
 		return b
 	}
-	if m.SelfLink != "" {
+	//lint:ignore SA1019 deprecated but still encoded when set.
+	if selfLink := m.SelfLink; selfLink != "" {
 		b = append(b, `"selfLink":`...)
-		b = appendString(b, m.SelfLink)
+		b = appendString(b, selfLink)
 	}
 	if m.ResourceVersion != "" {
 		b = sep(b)

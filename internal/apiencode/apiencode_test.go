@@ -227,6 +227,7 @@ func (g *gen) listMeta() metav1.ListMeta {
 	if g.r.IntN(3) != 0 {
 		return metav1.ListMeta{}
 	}
+	//lint:ignore SA1019 deprecated but still encoded when set.
 	m := metav1.ListMeta{SelfLink: g.str(), ResourceVersion: g.str(), Continue: g.str()}
 	if g.r.IntN(2) == 0 {
 		n := g.num()
