@@ -26,10 +26,11 @@ import (
 // customTarget is a resolved custom metrics request: the resource, its kind
 // and the index entry serving the metric.
 type customTarget struct {
-	gvr    schema.GroupVersionResource
-	gvk    schema.GroupVersionKind
-	metric string
-	entry  discovery.Entry
+	gvr        schema.GroupVersionResource
+	gvk        schema.GroupVersionKind
+	apiVersion string // of gvk, written in every value
+	metric     string
+	entry      discovery.Entry
 }
 
 func (t *customTarget) gr() schema.GroupResource { return t.gvr.GroupResource() }
@@ -56,7 +57,7 @@ func (p *Provider) resolveCustom(info cmprovider.CustomMetricInfo, namespace str
 	if !ok {
 		return nil, notFound(gr, info.Metric, whyNoCustom(x, gr, namespaced, namespace, info.Metric))
 	}
-	return &customTarget{gvr: gvr, gvk: gvk, metric: info.Metric, entry: e}, nil
+	return &customTarget{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), metric: info.Metric, entry: e}, nil
 }
 
 // whyNoCustom explains a missing custom metric from the index.
@@ -97,7 +98,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 		return nil, err
 	}
 	s, ok := sampleValue{}, false
-	if smp, found := values[name.Name]; found {
+	if smp := values[0]; smp != nil {
 		s, ok = sampleValueOf(smp)
 	}
 	if !ok {
@@ -167,10 +168,13 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		return nil, err
 	}
 	def := sampleValue{value: q, ts: p.now()}
-	list.Items = make([]custom_metrics.MetricValue, 0, len(names))
-	for _, n := range names {
+	// Filled in place: appending built values copies each (with write
+	// barriers while the GC runs).
+	list.Items = make([]custom_metrics.MetricValue, len(names))
+	k := 0
+	for i, n := range names {
 		s, ok := sampleValue{}, false
-		if smp, found := values[n]; found {
+		if smp := values[i]; smp != nil {
 			s, ok = sampleValueOf(smp)
 		}
 		if !ok {
@@ -179,8 +183,10 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 			}
 			s = def
 		}
-		list.Items = append(list.Items, t.value(namespace, n, sel, s))
+		t.fill(&list.Items[k], namespace, n, sel, s)
+		k++
 	}
+	list.Items = list.Items[:k]
 	if len(list.Items) == 0 {
 		if selector == nil {
 			selector = labels.Everything()
@@ -208,26 +214,31 @@ type sampleValue struct {
 
 // value builds the API object for one object's value.
 func (t *customTarget) value(namespace, name string, sel *metav1.LabelSelector, s sampleValue) custom_metrics.MetricValue {
-	return custom_metrics.MetricValue{
-		DescribedObject: custom_metrics.ObjectReference{
-			Kind:       t.gvk.Kind,
-			APIVersion: t.gvk.GroupVersion().String(),
-			Namespace:  namespace,
-			Name:       name,
-		},
-		Metric:    custom_metrics.MetricIdentifier{Name: t.metric, Selector: sel},
-		Timestamp: metav1.NewTime(s.ts),
-		Value:     s.value,
-	}
+	var v custom_metrics.MetricValue
+	t.fill(&v, namespace, name, sel, s)
+	return v
 }
 
-// queryCustom renders and runs the rule's query for names and returns, by
-// object name, the first sample with a finite value (NaN and ±Inf are not
-// values, see Quantity). With more names than MaxNamesInQuery, or when
+// fill sets the zero *v to the API object for one object's value.
+func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name string, sel *metav1.LabelSelector, s sampleValue) {
+	v.DescribedObject.Kind = t.gvk.Kind
+	v.DescribedObject.APIVersion = t.apiVersion
+	v.DescribedObject.Namespace = namespace
+	v.DescribedObject.Name = name
+	v.Metric.Name = t.metric
+	v.Metric.Selector = sel
+	v.Timestamp = metav1.NewTime(s.ts)
+	v.Value = s.value
+}
+
+// queryCustom renders and runs the rule's query for names (unique) and
+// returns, at each name's index, its first sample with a finite value (NaN
+// and ±Inf are not values, see Quantity), in Prometheus' answer order, or
+// nil. With more names than MaxNamesInQuery, or when
 // naming them would render a query longer than MaxQueryBytes, the query
 // asks for every object of the resource in the namespace, so its length
 // does not depend on the names; the caller keeps the names it wants. The samples are shared with coalesced callers: read-only.
-func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) (map[string]*model.Sample, error) {
+func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) ([]*model.Sample, error) {
 	req := naming.CustomRequest{
 		Series:         t.entry.SeriesName,
 		Resource:       t.gr(),
@@ -256,10 +267,29 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
 
 	resLabel := model.LabelName(q.ResourceLabel)
-	byName := make(map[string]*model.Sample, len(vec))
+	// Indexing the names (not the samples) costs one map operation per
+	// name and one per sample, and keeps no sample of an object not asked
+	// for (an all-objects query returns every object of the namespace).
+	var index map[string]int
+	if len(names) > 1 {
+		index = make(map[string]int, len(names))
+		for i, n := range names {
+			index[n] = i
+		}
+	}
+	found := make([]*model.Sample, len(names))
 	for _, s := range vec {
 		name := string(s.Metric[resLabel])
 		if name == "" {
+			continue
+		}
+		i, ok := 0, false
+		if index != nil {
+			i, ok = index[name]
+		} else {
+			ok = len(names) == 1 && names[0] == name
+		}
+		if !ok {
 			continue
 		}
 		if f := float64(s.Value); math.IsNaN(f) || math.IsInf(f, 0) {
@@ -267,15 +297,15 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 				"metric", t.metric, "namespace", namespace, "object", name, "value", s.Value)
 			continue
 		}
-		if _, dup := byName[name]; dup {
+		if found[i] != nil {
 			// The query did not aggregate to one sample per object:
 			// keep the first, in Prometheus' answer order.
 			klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", t.entry.Rule.Path(), "object", name)
 			continue
 		}
-		byName[name] = s
+		found[i] = s
 	}
-	return byName, nil
+	return found, nil
 }
 
 // sampleValueOf converts a sample; ok is false for NaN and ±Inf (which

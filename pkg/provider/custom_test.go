@@ -320,6 +320,26 @@ func TestGetMetricBySelector(t *testing.T) {
 			wantQuery: fpmQuery(`namespace="shop"`, "pod_name"),
 		},
 		{
+			name:      "several samples for one object: the first finite one, in answer order",
+			namespace: "shop",
+			selector:  "app=web",
+			gr:        podsGR,
+			metric:    "fpm_active_rate",
+			answer: always(http.StatusOK, vector(
+				sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200},
+				sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493201},
+				sample{map[string]string{"pod_name": "web-1"}, "0.75", 1764493202},
+				sample{map[string]string{"pod_name": "web-2"}, "2", 1764493203},
+				sample{map[string]string{"pod_name": "web-2"}, "+Inf", 1764493204},
+				sample{map[string]string{"pod_name": "web-3"}, "-Inf", 1764493205},
+			)),
+			want: []custom_metrics.MetricValue{
+				mv(podRef("shop", "web-1"), "fpm_active_rate", nil, ts(1764493201), "500m"),
+				mv(podRef("shop", "web-2"), "fpm_active_rate", nil, ts(1764493203), "2"),
+			},
+			wantQuery: fpmQuery(`namespace="shop",pod_name=~"web-1|web-2|web-3"`, "pod_name"),
+		},
+		{
 			name:     "nodes by label (cluster-scoped)",
 			selector: "role=worker",
 			gr:       nodesGR,
