@@ -32,9 +32,9 @@ import (
 
 // The group-versions this package writes.
 var (
-	CustomV1beta1   = cmv1beta1.SchemeGroupVersion
-	CustomV1beta2   = cmv1beta2.SchemeGroupVersion
-	ExternalV1beta1 = emv1beta1.SchemeGroupVersion
+	customV1beta1   = cmv1beta1.SchemeGroupVersion
+	customV1beta2   = cmv1beta2.SchemeGroupVersion
+	externalV1beta1 = emv1beta1.SchemeGroupVersion
 )
 
 // negotiatedSerializer is a runtime.NegotiatedSerializer that encodes the
@@ -73,7 +73,7 @@ func (n *negotiatedSerializer) EncoderForVersion(encoder runtime.Encoder, gv run
 		return codec
 	}
 	switch target {
-	case CustomV1beta1, CustomV1beta2, ExternalV1beta1:
+	case customV1beta1, customV1beta2, externalV1beta1:
 		return &listEncoder{codec: codec, gv: target}
 	}
 	return codec
@@ -96,17 +96,17 @@ func (e *listEncoder) Encode(obj runtime.Object, w io.Writer) error {
 	switch list := obj.(type) {
 	case *custom_metrics.MetricValueList:
 		switch e.gv {
-		case CustomV1beta1:
+		case customV1beta1:
 			bp = buffers.Get().(*[]byte)
-			b = AppendCustomV1beta1((*bp)[:0], list)
-		case CustomV1beta2:
+			b = appendCustomV1beta1((*bp)[:0], list)
+		case customV1beta2:
 			bp = buffers.Get().(*[]byte)
-			b = AppendCustomV1beta2((*bp)[:0], list)
+			b = appendCustomV1beta2((*bp)[:0], list)
 		}
 	case *external_metrics.ExternalMetricValueList:
-		if e.gv == ExternalV1beta1 {
+		if e.gv == externalV1beta1 {
 			bp = buffers.Get().(*[]byte)
-			b = AppendExternalV1beta1((*bp)[:0], list)
+			b = appendExternalV1beta1((*bp)[:0], list)
 		}
 	}
 	if bp == nil {
@@ -130,9 +130,9 @@ const maxPooledBuffer = 8 << 20
 
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
-// AppendCustomV1beta1 appends list as the API server's JSON encoder writes
+// appendCustomV1beta1 appends list as the API server's JSON encoder writes
 // it converted to custom.metrics.k8s.io/v1beta1, newline included.
-func AppendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte {
+func appendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte {
 	b = append(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta1",`...)
 	b = appendListMeta(b, &list.ListMeta)
 	if list.Items == nil {
@@ -163,9 +163,9 @@ func AppendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte 
 	return append(b, "]}\n"...)
 }
 
-// AppendCustomV1beta2 appends list as the API server's JSON encoder writes
+// appendCustomV1beta2 appends list as the API server's JSON encoder writes
 // it converted to custom.metrics.k8s.io/v1beta2, newline included.
-func AppendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte {
+func appendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte {
 	b = append(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2",`...)
 	b = appendListMeta(b, &list.ListMeta)
 	if list.Items == nil {
@@ -196,10 +196,10 @@ func AppendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte 
 	return append(b, "]}\n"...)
 }
 
-// AppendExternalV1beta1 appends list as the API server's JSON encoder writes
+// appendExternalV1beta1 appends list as the API server's JSON encoder writes
 // it converted to external.metrics.k8s.io/v1beta1, newline included. The
 // conversion keeps the items' kind and apiVersion (it shares the items).
-func AppendExternalV1beta1(b []byte, list *external_metrics.ExternalMetricValueList) []byte {
+func appendExternalV1beta1(b []byte, list *external_metrics.ExternalMetricValueList) []byte {
 	b = append(b, `{"kind":"ExternalMetricValueList","apiVersion":"external.metrics.k8s.io/v1beta1",`...)
 	b = appendListMeta(b, &list.ListMeta)
 	if list.Items == nil {

@@ -295,9 +295,9 @@ func (g *gen) externalList() *external_metrics.ExternalMetricValueList {
 func checkGenerated(t testing.TB, g *gen) {
 	t.Helper()
 	cl := g.customList()
-	checkSame(t, CustomV1beta1, cl)
-	checkSame(t, CustomV1beta2, cl)
-	checkSame(t, ExternalV1beta1, g.externalList())
+	checkSame(t, customV1beta1, cl)
+	checkSame(t, customV1beta2, cl)
+	checkSame(t, externalV1beta1, g.externalList())
 }
 
 func TestEncodeMatchesLibrary(t *testing.T) {
@@ -308,24 +308,24 @@ func TestEncodeMatchesLibrary(t *testing.T) {
 		gvs  []schema.GroupVersion
 		obj  runtime.Object
 	}{
-		{name: "custom nil items", gvs: []schema.GroupVersion{CustomV1beta1, CustomV1beta2}, obj: &custom_metrics.MetricValueList{}},
-		{name: "custom empty items", gvs: []schema.GroupVersion{CustomV1beta1, CustomV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{}}},
-		{name: "custom one pod", gvs: []schema.GroupVersion{CustomV1beta1, CustomV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
+		{name: "custom nil items", gvs: []schema.GroupVersion{customV1beta1, customV1beta2}, obj: &custom_metrics.MetricValueList{}},
+		{name: "custom empty items", gvs: []schema.GroupVersion{customV1beta1, customV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{}}},
+		{name: "custom one pod", gvs: []schema.GroupVersion{customV1beta1, customV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
 			DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-<1>&", APIVersion: "/v1"},
 			Metric:          custom_metrics.MetricIdentifier{Name: "http_requests_per_second"},
 			Timestamp:       ts,
 			WindowSeconds:   &win,
 			Value:           *resource.NewMilliQuantity(1500, resource.DecimalSI),
 		}}}},
-		{name: "custom selector and zero time", gvs: []schema.GroupVersion{CustomV1beta1, CustomV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
+		{name: "custom selector and zero time", gvs: []schema.GroupVersion{customV1beta1, customV1beta2}, obj: &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
 			Metric: custom_metrics.MetricIdentifier{Name: "m", Selector: &metav1.LabelSelector{
 				MatchLabels:      map[string]string{"b": "2", "a": "1", "\u2028": "<"},
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpIn, Values: []string{"x", "y"}}, {Key: "e", Operator: metav1.LabelSelectorOpExists}},
 			}},
 			Value: resource.MustParse("123456789012345678901234567890"),
 		}}}},
-		{name: "external nil items", gvs: []schema.GroupVersion{ExternalV1beta1}, obj: &external_metrics.ExternalMetricValueList{}},
-		{name: "external labels", gvs: []schema.GroupVersion{ExternalV1beta1}, obj: &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{
+		{name: "external nil items", gvs: []schema.GroupVersion{externalV1beta1}, obj: &external_metrics.ExternalMetricValueList{}},
+		{name: "external labels", gvs: []schema.GroupVersion{externalV1beta1}, obj: &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{
 			{MetricName: "queue", MetricLabels: map[string]string{"z": "1", "a": "&", "m": ""}, Timestamp: ts, Value: resource.MustParse("+5")},
 			{TypeMeta: metav1.TypeMeta{Kind: "ExternalMetricValue"}, MetricName: "q2", MetricLabels: map[string]string{}, Value: *resource.NewQuantity(1<<40, resource.BinarySI)},
 		}}},
@@ -378,10 +378,10 @@ func TestOtherSerializersAreTheLibrarys(t *testing.T) {
 		gv        schema.GroupVersion
 		direct    bool
 	}{
-		{name: "json", mediaType: runtime.ContentTypeJSON, gv: CustomV1beta2, direct: true},
-		{name: "pretty json", mediaType: runtime.ContentTypeJSON, pretty: true, gv: CustomV1beta2},
-		{name: "yaml", mediaType: runtime.ContentTypeYAML, gv: CustomV1beta2},
-		{name: "protobuf", mediaType: runtime.ContentTypeProtobuf, gv: CustomV1beta2},
+		{name: "json", mediaType: runtime.ContentTypeJSON, gv: customV1beta2, direct: true},
+		{name: "pretty json", mediaType: runtime.ContentTypeJSON, pretty: true, gv: customV1beta2},
+		{name: "yaml", mediaType: runtime.ContentTypeYAML, gv: customV1beta2},
+		{name: "protobuf", mediaType: runtime.ContentTypeProtobuf, gv: customV1beta2},
 		{name: "json other version", mediaType: runtime.ContentTypeJSON, gv: schema.GroupVersion{Version: "v1"}},
 	}
 	ns := NewNegotiatedSerializer(cmapiserver.Codecs)
@@ -392,7 +392,7 @@ func TestOtherSerializersAreTheLibrarys(t *testing.T) {
 			if direct != tc.direct {
 				t.Fatalf("direct encoder = %v, want %v", direct, tc.direct)
 			}
-			if tc.gv.Version != CustomV1beta2.Version {
+			if tc.gv.Version != customV1beta2.Version {
 				return
 			}
 			want, got := encodeBoth(t, s, tc.gv, obj)
@@ -411,10 +411,10 @@ func TestOtherObjectsGoToTheLibrary(t *testing.T) {
 		gv   schema.GroupVersion
 		obj  runtime.Object
 	}{
-		{name: "status", gv: CustomV1beta2, obj: &metav1.Status{Status: metav1.StatusFailure, Message: "<nope>", Code: 404}},
-		{name: "versioned list", gv: CustomV1beta1, obj: &cmv1beta1.MetricValueList{Items: []cmv1beta1.MetricValue{{MetricName: "m"}}}},
-		{name: "external list for custom", gv: CustomV1beta1, obj: &external_metrics.ExternalMetricValueList{}},
-		{name: "custom list for external", gv: ExternalV1beta1, obj: &custom_metrics.MetricValueList{}},
+		{name: "status", gv: customV1beta2, obj: &metav1.Status{Status: metav1.StatusFailure, Message: "<nope>", Code: 404}},
+		{name: "versioned list", gv: customV1beta1, obj: &cmv1beta1.MetricValueList{Items: []cmv1beta1.MetricValue{{MetricName: "m"}}}},
+		{name: "external list for custom", gv: customV1beta1, obj: &external_metrics.ExternalMetricValueList{}},
+		{name: "custom list for external", gv: externalV1beta1, obj: &custom_metrics.MetricValueList{}},
 	}
 	s := serializer(t, runtime.ContentTypeJSON, false)
 	for _, tc := range tests {

@@ -63,9 +63,9 @@ func BenchmarkEncode(b *testing.B) {
 			gv   schema.GroupVersion
 			obj  runtime.Object
 		}{
-			{"custom-v1beta2", CustomV1beta2, podList(n)},
-			{"custom-v1beta1", CustomV1beta1, podList(n)},
-			{"external-v1beta1", ExternalV1beta1, queueList(n)},
+			{"custom-v1beta2", customV1beta2, podList(n)},
+			{"custom-v1beta1", customV1beta1, podList(n)},
+			{"external-v1beta1", externalV1beta1, queueList(n)},
 		}
 		for _, o := range objs {
 			for _, e := range encoders {
