@@ -23,8 +23,8 @@ import (
 // in flight).
 //
 // "At once": the burst's connections are dialled and warmed beforehand (one
-// HTTP/2 connection per burstPerConn requests, well under the adapter's 250
-// streams per connection), every request is prepared, and all are released
+// HTTP/2 connection per PROMSCALER_BENCH_BURST_PER_CONN requests, default
+// 100, well under the adapter's 250 streams per connection), every request is prepared, and all are released
 // together. Two senders:
 //   - frames: every connection's requests are HPACK-encoded in advance and
 //     written with a single write per connection (h2Conn), so the burst
@@ -61,8 +61,9 @@ func BenchmarkCoalesce1000(b *testing.B) {
 	}
 }
 
-// burstPerConn is how many of a burst's requests share one connection.
-const burstPerConn = 100
+// warmPath is what the burst's connections but the first are warmed with:
+// cheap, and it does not query Prometheus.
+const warmPath = "/apis/custom.metrics.k8s.io/v1beta2"
 
 // burstStats is what a burst's requests saw, relative to its release.
 type burstStats struct {
@@ -72,6 +73,8 @@ type burstStats struct {
 	firstSent, medianSent, lastSent time.Duration
 	// firstAnswer, medianAnswer, lastAnswer: when answers were read in full.
 	firstAnswer, medianAnswer, lastAnswer time.Duration
+	// answerSinceSent: each answered request's time from written to read.
+	answerSinceSent []time.Duration
 }
 
 // times fills the send and answer times from the requests' offsets since
@@ -102,6 +105,17 @@ func (st burstStats) report(b *testing.B, m measured, name string) {
 		qs = append(qs, fmt.Sprintf("received %.1f ms, logged %.1f ms (ran %.1f ms)", ms(e.start.Sub(st.release)), ms(e.logged.Sub(st.release)), ms(e.exec)))
 	}
 	progress("%s: Prometheus queries after the release: %s", name, strings.Join(qs, "; "))
+	if n := m.after.apiCount - m.before.apiCount; n > 0 && len(st.answerSinceSent) > 0 {
+		var client time.Duration
+		for _, d := range st.answerSinceSent {
+			client += d
+		}
+		clientMean := ms(client) / float64(len(st.answerSinceSent))
+		serverMean := (m.after.apiSum - m.before.apiSum) / n * 1000
+		progress("%s: mean time from a request written to its answer read %.1f ms; the adapter's mean apiserver_request_duration_seconds (from its received timestamp, %.0f requests) %.1f ms: on average a request was stamped ~%.1f ms after it was written (less the answer's transfer)",
+			name, clientMean, n, serverMean, clientMean-serverMean)
+		b.ReportMetric(clientMean-serverMean, "mean-stamp-lag-ms")
+	}
 	b.ReportMetric(float64(st.dials), "dials-during-burst")
 	b.ReportMetric(float64(st.reused), "reused-conn-reqs")
 	b.ReportMetric(ms(st.sendSpread()), "send-spread-ms")
@@ -118,7 +132,8 @@ func (s *stack) benchCoalesceFrames(b *testing.B, a *adapterProc, ns string, n i
 	if err != nil {
 		b.Fatal(err)
 	}
-	burst, err := prepareH2Burst(ctx, a.url, u.RequestURI(), s.env.PKI.Admin, n, burstPerConn)
+	perConn := s.cfg.burstPerConn
+	burst, err := prepareH2Burst(ctx, a.url, u.RequestURI(), s.env.PKI.Admin, n, perConn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,24 +175,29 @@ func (s *stack) benchCoalesceFrames(b *testing.B, a *adapterProc, ns string, n i
 	var sent, done []time.Duration
 	for i := range burst.conns {
 		if burst.writeErr[i] != nil {
-			st.unsent += min(burstPerConn, n-i*burstPerConn)
+			st.unsent += min(perConn, n-i*perConn)
 			continue
 		}
-		for range min(burstPerConn, n-i*burstPerConn) {
+		for range min(perConn, n-i*perConn) {
 			sent = append(sent, burst.writeEnd[i].Sub(release))
 		}
 	}
-	for _, x := range burst.streams {
+	for j, x := range burst.streams {
 		if x.err == nil {
 			done = append(done, x.done.Sub(release))
+			if i := j / perConn; burst.writeErr[i] == nil {
+				st.answerSinceSent = append(st.answerSinceSent, x.done.Sub(burst.writeEnd[i]))
+			}
 		}
 	}
 	st.times(sent, done)
-	var writes []string
-	for i := range burst.conns {
-		writes = append(writes, fmt.Sprintf("%.2f-%.2f", ms(burst.writeStart[i].Sub(release)), ms(burst.writeEnd[i].Sub(release))))
+	if len(burst.conns) <= 20 {
+		var writes []string
+		for i := range burst.conns {
+			writes = append(writes, fmt.Sprintf("%.2f-%.2f", ms(burst.writeStart[i].Sub(release)), ms(burst.writeEnd[i].Sub(release))))
+		}
+		progress("burst writes (ms after the release, one per connection of %d requests, %d bytes each): %v", perConn, len(burst.frames[0]), writes)
 	}
-	progress("burst writes (ms after the release, one per connection of %d requests, %d bytes each): %v", burstPerConn, len(burst.frames[0]), writes)
 	st.report(b, m, fmt.Sprintf("%d concurrent identical requests in %s (pre-encoded HTTP/2 frames)", n, ns))
 }
 
@@ -194,8 +214,9 @@ type burstRequest struct {
 }
 
 // burstClients returns conns clients, each with its own transport holding
-// one connection to the adapter, opened by a request to u and kept alive.
-func (s *stack) burstClients(ctx context.Context, u string, conns int) ([]*http.Client, error) {
+// one connection to the adapter at base, opened by a request (to u for the
+// first, warmPath for the others) and kept alive.
+func (s *stack) burstClients(ctx context.Context, base, u string, conns int) ([]*http.Client, error) {
 	out := make([]*http.Client, conns)
 	for i := range out {
 		tr, err := adminTransport(s.env.PKI.Admin)
@@ -203,7 +224,11 @@ func (s *stack) burstClients(ctx context.Context, u string, conns int) ([]*http.
 			return nil, err
 		}
 		out[i] = &http.Client{Transport: tr, Timeout: 2 * time.Minute}
-		if _, err := do(ctx, out[i], u); err != nil {
+		warm := u
+		if i > 0 {
+			warm = base + warmPath
+		}
+		if _, err := do(ctx, out[i], warm); err != nil {
 			return nil, fmt.Errorf("warming burst connection %d: %w", i, err)
 		}
 	}
@@ -215,7 +240,8 @@ func (s *stack) burstClients(ctx context.Context, u string, conns int) ([]*http.
 func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n int) {
 	ctx := context.Background()
 	u := podsStarURL(a.url, ns)
-	clients, err := s.burstClients(ctx, u, (n+burstPerConn-1)/burstPerConn)
+	perConn := s.cfg.burstPerConn
+	clients, err := s.burstClients(ctx, a.url, u, (n+perConn-1)/perConn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -227,7 +253,7 @@ func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n 
 	var dials atomic.Int64
 	reqs := make([]*burstRequest, n)
 	for i := range reqs {
-		br := &burstRequest{hc: clients[i/burstPerConn]}
+		br := &burstRequest{hc: clients[i/perConn]}
 		trace := &httptrace.ClientTrace{
 			ConnectStart: func(string, string) { dials.Add(1) },
 			GotConn: func(ci httptrace.GotConnInfo) {
@@ -295,6 +321,9 @@ func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n 
 		}
 		if br.err == nil {
 			done = append(done, br.done.Sub(release))
+			if t := br.sent.Load(); t != 0 {
+				st.answerSinceSent = append(st.answerSinceSent, br.done.Sub(time.Unix(0, t)))
+			}
 		}
 	}
 	st.times(sent, done)

@@ -300,7 +300,8 @@ type h2Burst struct {
 }
 
 // prepareH2Burst dials ceil(n/perConn) connections to base, sends one GET
-// of path on each and waits for its answer (so TLS, the HTTP/2 handshake and
+// on each (of path on the first, warmPath on the others) and waits for its
+// answer (so TLS, the HTTP/2 handshake and
 // the server's per-connection state are done), then encodes n GETs of path,
 // perConn per connection.
 func prepareH2Burst(ctx context.Context, base, path string, kp *framework.KeyPair, n, perConn int) (*h2Burst, error) {
@@ -314,7 +315,11 @@ func prepareH2Burst(ctx context.Context, base, path string, kp *framework.KeyPai
 		}
 		b.conns = append(b.conns, c)
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		_, err = c.get(wctx, path)
+		warm := path
+		if i > 0 {
+			warm = warmPath
+		}
+		_, err = c.get(wctx, warm)
 		cancel()
 		if err != nil {
 			b.close()

@@ -309,13 +309,13 @@ func (q *queryLog) entries(substr string) ([]loggedQuery, error) {
 						ExecTotalTime float64 `json:"execTotalTime"`
 					} `json:"timings"`
 				} `json:"stats"`
-				TS time.Time `json:"ts"`
+				Time time.Time `json:"time"` // promslog's record time
 			}
 			if json.Unmarshal(line, &entry) == nil && strings.Contains(entry.Params.Query, substr) {
 				out = append(out, loggedQuery{
 					query:  entry.Params.Query,
 					start:  entry.Params.Start,
-					logged: entry.TS,
+					logged: entry.Time,
 					exec:   time.Duration(entry.Stats.Timings.ExecTotalTime * float64(time.Second)),
 				})
 			}

@@ -48,6 +48,9 @@ const (
 	EnvRelists = "PROMSCALER_BENCH_RELISTS"
 	// EnvRates lists the open-loop rates of the overhead runs (default "500,100").
 	EnvRates = "PROMSCALER_BENCH_RATES"
+	// EnvBurstPerConn is how many of BenchmarkCoalesce1000's requests share
+	// one connection (default 100).
+	EnvBurstPerConn = "PROMSCALER_BENCH_BURST_PER_CONN"
 	// EnvStrategies lists the --discovery-strategy values to measure besides
 	// the default (default: labels,grouped,series when the adapter has the flag).
 	EnvStrategies = "PROMSCALER_BENCH_STRATEGIES"
@@ -72,6 +75,7 @@ func servingPod(i int) string       { return fmt.Sprintf("pod-%04d", i) }
 // settings are the harness sizes, from the environment.
 type settings struct {
 	series, servePods, bigPods, workers, relists int
+	burstPerConn                                 int
 	rates                                        []int
 	duration, relist                             time.Duration
 }
@@ -105,14 +109,15 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 func loadSettings() settings {
 	return settings{
-		series:    envInt(EnvSeries, 1_000_000),
-		servePods: envInt(EnvServePods, 100),
-		bigPods:   envInt(EnvBigPods, 5_000),
-		workers:   envInt(EnvWorkers, 8),
-		relists:   envInt(EnvRelists, 2),
-		rates:     envInts(EnvRates, []int{500, 100}),
-		duration:  envDuration(EnvDuration, 10*time.Second),
-		relist:    envDuration(EnvRelist, 30*time.Second),
+		series:       envInt(EnvSeries, 1_000_000),
+		servePods:    envInt(EnvServePods, 100),
+		bigPods:      envInt(EnvBigPods, 5_000),
+		workers:      envInt(EnvWorkers, 8),
+		relists:      envInt(EnvRelists, 2),
+		burstPerConn: envInt(EnvBurstPerConn, 100),
+		rates:        envInts(EnvRates, []int{500, 100}),
+		duration:     envDuration(EnvDuration, 10*time.Second),
+		relist:       envDuration(EnvRelist, 30*time.Second),
 	}
 }
 

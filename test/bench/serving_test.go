@@ -62,7 +62,7 @@ func (s *stack) startServing() (*adapterProc, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for ns, n := range want {
 		for {
-			got, err := items(ctx, s, podsStarURL(a.url, ns))
+			got, err := items(ctx, s.admin, podsStarURL(a.url, ns))
 			if err == nil && got == n {
 				break
 			}
@@ -82,8 +82,8 @@ func (s *stack) startServing() (*adapterProc, error) {
 
 // items returns how many items a metric value list has, and an error when
 // a pod's value is not the one the exporter serves for it (1 + index%50).
-func items(ctx context.Context, s *stack, u string) (int, error) {
-	body, code, err := get(ctx, s.admin, u)
+func items(ctx context.Context, hc *http.Client, u string) (int, error) {
+	body, code, err := get(ctx, hc, u)
 	if err != nil {
 		return 0, err
 	}
@@ -116,6 +116,10 @@ func items(ctx context.Context, s *stack, u string) (int, error) {
 // adapterCounters reads the adapter's Prometheus-query counters.
 type adapterCounters struct {
 	queries, coalesced float64
+	// apiSum, apiCount: the adapter's apiserver_request_duration_seconds
+	// for custom.metrics.k8s.io, which the API server measures from the
+	// request's received timestamp (the one the coalescer compares).
+	apiSum, apiCount float64
 }
 
 func (s *stack) adapterCounters(ctx context.Context, a *adapterProc) adapterCounters {
@@ -126,6 +130,8 @@ func (s *stack) adapterCounters(ctx context.Context, a *adapterProc) adapterCoun
 	return adapterCounters{
 		queries:   counters(text, "promscaler_prometheus_request_duration_seconds_count", "endpoint")["query"],
 		coalesced: counters(text, "promscaler_prometheus_coalesced_requests_total", "endpoint")["query"],
+		apiSum:    counters(text, "apiserver_request_duration_seconds_sum", "group")["custom.metrics.k8s.io"],
+		apiCount:  counters(text, "apiserver_request_duration_seconds_count", "group")["custom.metrics.k8s.io"],
 	}
 }
 
@@ -318,6 +324,9 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate, rounds int) {
 		})
 		mp.log(fmt.Sprintf("prometheus open loop %d/s (round %d/%d, %s)", rate, round, rounds, query))
 		ads, prs = append(ads, ma), append(prs, mp)
+		if round == 1 {
+			s.logEncodings(ctx, adapterURL, raw)
+		}
 		ra, rp := ma.res, mp.res
 		progress("overhead at %d/s, round %d/%d: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms; load generator %.3f CPU-ms/req (%.2f cores) through the adapter, %.3f CPU-ms/req (%.2f cores) to Prometheus",
 			rate, round, rounds, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99),
@@ -349,6 +358,27 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate, rounds int) {
 	b.ReportMetric(ma.harnessCores(), "loadgen-cores")
 	b.ReportMetric(mp.harnessCores(), "prom-leg-loadgen-cores")
 	b.ReportMetric(ma.k8sCalls, "k8s-api-calls")
+}
+
+// logEncodings logs the size and encoding of one answer of each leg.
+func (s *stack) logEncodings(ctx context.Context, adapterURL, promURL string) {
+	var out []string
+	for _, leg := range []struct {
+		name, url string
+		hc        *http.Client
+	}{{"adapter", adapterURL, s.admin}, {"Prometheus", promURL, s.promHC}} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, leg.url, nil)
+		if err != nil {
+			continue
+		}
+		a, err := doRequest(leg.hc, req)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", leg.name, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %d bytes (%s)", leg.name, a.bytes, a.encodingName()))
+	}
+	progress("answers of the two legs: %s", strings.Join(out, ", "))
 }
 
 // pool merges measured runs: requests, latencies, queries and CPU add up.
