@@ -74,6 +74,41 @@ func (q staticQuerier) Query(context.Context, string, time.Time) (model.Vector, 
 // from the fake lister, rendering, filtering, conversion) for n pods.
 func benchOverhead(b *testing.B, n int) {
 	objs, _ := bigNamespace(n)
+	benchOverheadWith(b, n, objs, nil)
+}
+
+// BenchmarkOverheadPodsStar5000ObjectCache is BenchmarkOverheadPodsStar5000
+// with the pods listed from the metadata informer cache, as in the adapter
+// (which, unlike the fake lister, hands out names in map order).
+func BenchmarkOverheadPodsStar5000ObjectCache(b *testing.B) {
+	benchOverheadWith(b, 5000, bigObjectCache(b), nil)
+}
+
+// BenchmarkOverheadPodsStar5000ObjectCacheMiss is the same with a selector
+// not asked before on each request: the object cache's list is not kept.
+func BenchmarkOverheadPodsStar5000ObjectCacheMiss(b *testing.B) {
+	benchOverheadWith(b, 5000, bigObjectCache(b), func(i int) labels.Selector {
+		return mustSelector(b, fmt.Sprintf("app=worker,rev!=r%d", i))
+	})
+}
+
+// bigObjectCache is a running ObjectCache of 5,000 pods labelled app=worker
+// and ten others in namespace "big".
+func bigObjectCache(b *testing.B) *provider.ObjectCache {
+	objs := make([]runtime.Object, 0, 5000)
+	for i := range 5000 {
+		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+	}
+	for i := range 10 {
+		objs = append(objs, partial("v1", "Pod", "big", fmt.Sprintf("other-%d", i), map[string]string{"app": "other"}))
+	}
+	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	return c
+}
+
+// benchOverheadWith is benchOverhead over any lister of n selected pods,
+// with the selector of request i from selFor (app=worker when nil).
+func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor func(i int) labels.Selector) {
 	mapper := testMapper()
 	rs, err := naming.Compile(testConfig(), mapper)
 	if err != nil {
@@ -99,8 +134,12 @@ func benchOverhead(b *testing.B, n int) {
 	}
 	sel := mustSelector(b, "app=worker")
 	b.ReportAllocs()
+	b.ResetTimer()
 	cpu0 := cputime.Process()
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
+		if selFor != nil {
+			sel = selFor(i)
+		}
 		list, err := p.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
 		if err != nil || len(list.Items) != n {
 			b.Fatalf("items %d, err %v", len(list.Items), err)
