@@ -134,7 +134,10 @@ type stack struct {
 	adapterKubeconfig string
 	// admin talks to the adapter directly with the admin client certificate.
 	admin *http.Client
-	// promHC talks to Prometheus.
+	// promHC talks to Prometheus, asking for uncompressed answers as the
+	// adapter does by default (--prometheus-compression=none): the raw
+	// Prometheus legs of the serving benchmarks are then the adapter's own
+	// request.
 	promHC *http.Client
 }
 
@@ -256,7 +259,7 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 		return nil, err
 	}
 	progress("prometheus ready in %s", time.Since(t1).Round(time.Millisecond))
-	s.promHC = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Minute}
+	s.promHC = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}, Timeout: 5 * time.Minute}
 	if _, err := s.prom.WaitForQuery(ctx, `count(`+servingMetric+`)`, 1, time.Minute); err != nil {
 		return nil, err
 	}
