@@ -83,7 +83,7 @@ const (
 	// cheapest in CPU on both sides when the link is fast (in-cluster).
 	CompressionNone = "none"
 	// CompressionGzip asks for gzip-compressed answers (Go's transport
-	// default): ~15x fewer bytes for CPU on both sides, worth it on slow
+	// default): 10-20x fewer bytes for CPU on both sides, worth it on slow
 	// or metered links (a remote Thanos, Mimir or VictoriaMetrics).
 	CompressionGzip = "gzip"
 )
@@ -103,7 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
-	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (about 15x fewer bytes, for remote or metered links).`)
+	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
 // Validate checks every option and returns all the problems found, each
