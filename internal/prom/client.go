@@ -106,7 +106,26 @@ type Config struct {
 	// Such calls count as coalesced. Errors are never reused. Nil (the
 	// default) coalesces only with queries in flight.
 	ArrivalTime func(ctx context.Context) (time.Time, bool)
+	// CoalesceWindow, with ArrivalTime, also lets a "now" query take the
+	// identical query's last answer when its request arrived no later than
+	// CoalesceWindow after that query was sent, even if after it landed.
+	// Joining a flight already gives an answer evaluated up to the flight's
+	// duration before the request arrived; the window makes that bound a
+	// fixed floor, so the requests of a burst, which a busy server stamps
+	// one after another over more time than a fast query takes, share one
+	// query. Zero shares only with flights and answers that landed after
+	// the request arrived. At most MaxCoalesceWindow.
+	CoalesceWindow time.Duration
 }
+
+// DefaultCoalesceWindow is the adapter's --prometheus-coalesce-window: far
+// below any scrape interval, so no answer it shares is older than the data
+// Prometheus has.
+const DefaultCoalesceWindow = 100 * time.Millisecond
+
+// MaxCoalesceWindow bounds CoalesceWindow: a longer reuse is what the
+// result cache (CacheTTL) is for.
+const MaxCoalesceWindow = time.Second
 
 // Client is the Prometheus client. It is safe for concurrent use. Results
 // may be shared between callers and with the cache: callers must
@@ -146,6 +165,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.CacheTTL < 0 {
 		return nil, errors.New("prometheus client: timeout and cache TTL must not be negative")
 	}
+	if cfg.CoalesceWindow < 0 || cfg.CoalesceWindow > MaxCoalesceWindow {
+		return nil, fmt.Errorf("prometheus client: coalesce window %v must be between 0 and %v", cfg.CoalesceWindow, MaxCoalesceWindow)
+	}
 	inner, err := api.NewClient(api.Config{Address: cfg.Address, Client: cfg.HTTPClient})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
@@ -169,7 +191,7 @@ func New(cfg Config) (*Client, error) {
 		queryURL: *inner.URL(queryPath, nil),
 		http:     cfg.HTTPClient,
 		timeout:  timeout,
-		flights:  &group{clock: clk},
+		flights:  &group{clock: clk, window: cfg.CoalesceWindow},
 		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics:  m,
 		arrival:  cfg.ArrivalTime,

@@ -25,12 +25,26 @@ type flight struct {
 	cancel  context.CancelFunc
 	// keep says to remember a successful result in group.landed.
 	keep bool
+	// started is when the call was sent (on the group's clock).
+	started time.Time
 }
 
-// landed is the last successful result of a key and when it landed.
+// landed is the last successful result of a key, when it was sent and when
+// it landed.
 type landed struct {
-	val any
-	at  time.Time
+	val     any
+	started time.Time
+	at      time.Time
+}
+
+// servesUntil is the latest arrival the result answers: any request that
+// arrived before it landed, and any that arrived within window of when it
+// was sent.
+func (l landed) servesUntil(window time.Duration) time.Time {
+	if w := l.started.Add(window); w.After(l.at) {
+		return w
+	}
+	return l.at
 }
 
 // share says how a call may share results beyond joining a flight.
@@ -43,7 +57,10 @@ type share struct {
 	// unknown. A caller whose request arrived no later than the key's last
 	// result landed takes that result: it is what the caller would have got
 	// by joining the flight that was running (or not yet started) when it
-	// arrived, so it is at least as fresh as the request.
+	// arrived, so it is at least as fresh as the request. Joining a flight
+	// already lets a caller take an answer Prometheus evaluated up to the
+	// flight's duration before the caller arrived; group.window raises that
+	// bound to a fixed floor (see Config.CoalesceWindow).
 	arrived time.Time
 }
 
@@ -57,8 +74,14 @@ type share struct {
 // caller that arrived no later than that from it. Errors are never kept.
 // Results older than landedRetention are dropped lazily: at most once per
 // landedRetention, a call sweeps them all.
+//
+// window, when positive, also lets a caller that arrived up to window after
+// a kept result's call was sent take it, even if it arrived after the
+// result landed (requests of a burst are stamped one after another as the
+// server parses them, over more time than a fast query takes).
 type group struct {
-	clock clock.PassiveClock
+	clock  clock.PassiveClock
+	window time.Duration
 
 	mu        sync.Mutex
 	flights   map[string]*flight
@@ -81,7 +104,7 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 	if len(g.landed) > 0 {
 		now := g.clock.Now()
 		g.sweepLocked(now)
-		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && !sh.arrived.After(l.at) && now.Sub(l.at) < landedRetention {
+		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && !sh.arrived.After(l.servesUntil(g.window)) && now.Sub(l.at) < landedRetention {
 			g.mu.Unlock()
 			if onShare != nil {
 				onShare()
@@ -98,7 +121,7 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 		}
 	} else {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel, keep: sh.keep}
+		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel, keep: sh.keep, started: g.clock.Now()}
 		g.flights[key] = f
 		g.mu.Unlock()
 		go func() {
@@ -110,7 +133,7 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 			// In the same critical section as the flight leaves the map, so a
 			// caller always finds one or the other.
 			if f.keep && f.err == nil {
-				g.keepLocked(key, f.val)
+				g.keepLocked(key, f.val, f.started)
 			}
 			g.mu.Unlock()
 			cancel()
@@ -137,11 +160,11 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 	}
 }
 
-// keepLocked remembers val as key's result, landed now. Beyond
+// keepLocked remembers val as key's result, sent at started and landed now. Beyond
 // maxCacheEntries results, results of new keys are not kept until a sweep
 // makes room (their callers coalesce only while in flight). g.mu must be
 // held.
-func (g *group) keepLocked(key string, val any) {
+func (g *group) keepLocked(key string, val any, started time.Time) {
 	now := g.clock.Now()
 	g.sweepLocked(now)
 	if g.landed == nil {
@@ -150,7 +173,7 @@ func (g *group) keepLocked(key string, val any) {
 	if _, ok := g.landed[key]; !ok && len(g.landed) >= maxCacheEntries {
 		return
 	}
-	g.landed[key] = landed{val: val, at: now}
+	g.landed[key] = landed{val: val, started: started, at: now}
 }
 
 // sweepLocked drops the results older than landedRetention, at most once

@@ -31,6 +31,7 @@ func TestGroupLandedResults(t *testing.T) {
 	tests := []struct {
 		name      string
 		keep      bool
+		window    time.Duration
 		firstErr  error
 		landAfter time.Duration
 		wait      time.Duration
@@ -59,6 +60,30 @@ func TestGroupLandedResults(t *testing.T) {
 		landAfter: 3 * time.Millisecond, arrived: dur(3*time.Millisecond + time.Nanosecond),
 		wantCalls: 2, wantShared: 0, wantVal: 2,
 	}, {
+		name: "arrival after landing but within the window reuses", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(100 * time.Millisecond), wait: time.Second,
+		wantCalls: 1, wantShared: 1, wantVal: 1,
+	}, {
+		name: "arrival just past the window queries again", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(100*time.Millisecond + time.Nanosecond),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "a window shorter than the flight changes nothing", keep: true, window: time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(3*time.Millisecond + time.Nanosecond),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "the window does not reuse errors", keep: true, window: 100 * time.Millisecond, firstErr: errBoom,
+		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "the window needs a known arrival", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond,
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "the window applies only to kept (now) queries", window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond),
+		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
 		name: "unknown arrival queries again", keep: true,
 		landAfter: 3 * time.Millisecond,
 		wantCalls: 2, wantShared: 0, wantVal: 2,
@@ -82,7 +107,7 @@ func TestGroupLandedResults(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
-			g := &group{clock: clk}
+			g := &group{clock: clk, window: tc.window}
 			var calls, shared int
 			fn := func(context.Context) (any, error) {
 				calls++

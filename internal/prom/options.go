@@ -54,6 +54,8 @@ type Options struct {
 	Timeout time.Duration
 	// CacheTTL enables a short-lived result cache when positive.
 	CacheTTL time.Duration
+	// CoalesceWindow is Config.CoalesceWindow.
+	CoalesceWindow time.Duration
 	// Compression is the encoding asked of Prometheus' answers:
 	// CompressionNone or CompressionGzip.
 	Compression string
@@ -70,10 +72,11 @@ type Options struct {
 // NewOptions returns the options with prometheus-adapter's defaults.
 func NewOptions() *Options {
 	return &Options{
-		URL:         "https://localhost",
-		Verb:        http.MethodGet,
-		Timeout:     DefaultTimeout,
-		Compression: CompressionNone,
+		URL:            "https://localhost",
+		Verb:           http.MethodGet,
+		Timeout:        DefaultTimeout,
+		Compression:    CompressionNone,
+		CoalesceWindow: DefaultCoalesceWindow,
 	}
 }
 
@@ -103,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
+	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "An identical query's answer is shared with requests that arrived up to this long after it was sent (besides those that joined it in flight or arrived before it landed); 0 shares only those, at most 1s.")
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
@@ -125,6 +129,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.CacheTTL < 0 {
 		add("--prometheus-cache-ttl %v: must not be negative", o.CacheTTL)
+	}
+	if o.CoalesceWindow < 0 || o.CoalesceWindow > MaxCoalesceWindow {
+		add("--prometheus-coalesce-window %v: must be between 0 and %v", o.CoalesceWindow, MaxCoalesceWindow)
 	}
 	if o.Compression != CompressionNone && o.Compression != CompressionGzip {
 		add("--prometheus-compression %q: must be %s or %s", o.Compression, CompressionNone, CompressionGzip)
@@ -189,13 +196,14 @@ func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
 		return nil, err
 	}
 	return New(Config{
-		Address:     o.URL,
-		HTTPClient:  hc,
-		Verb:        strings.ToUpper(o.Verb),
-		Timeout:     o.Timeout,
-		CacheTTL:    o.CacheTTL,
-		Metrics:     m,
-		ArrivalTime: o.ArrivalTime,
+		Address:        o.URL,
+		HTTPClient:     hc,
+		Verb:           strings.ToUpper(o.Verb),
+		Timeout:        o.Timeout,
+		CacheTTL:       o.CacheTTL,
+		Metrics:        m,
+		ArrivalTime:    o.ArrivalTime,
+		CoalesceWindow: o.CoalesceWindow,
 	})
 }
 

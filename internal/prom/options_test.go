@@ -37,7 +37,7 @@ func TestFlagsParseAndDefaults(t *testing.T) {
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Errorf("Validate: %v", errs)
 	}
-	if d := NewOptions(); d.URL != "https://localhost" || d.Verb != http.MethodGet || d.Timeout != DefaultTimeout || d.CacheTTL != 0 {
+	if d := NewOptions(); d.URL != "https://localhost" || d.Verb != http.MethodGet || d.Timeout != DefaultTimeout || d.CacheTTL != 0 || d.CoalesceWindow != DefaultCoalesceWindow {
 		t.Errorf("defaults = %+v", d)
 	}
 }
@@ -63,6 +63,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				o.Verb = "PUT"
 				o.Timeout = 0
 				o.CacheTTL = -time.Second
+				o.CoalesceWindow = 2 * time.Second
 				o.Compression = "zstd"
 				o.AuthInCluster = true
 				o.AuthConfig = missing
@@ -74,11 +75,16 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			},
 			want: []string{
 				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
-				"--prometheus-compression", "--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
+				"--prometheus-coalesce-window", "--prometheus-compression", "--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
 				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",
 				"--prometheus-basic-auth-username needs", "--prometheus-basic-auth-username: must not contain",
 				"--prometheus-header[1]", "--prometheus-header[2]", "--prometheus-header[3]",
 			},
+		},
+		{
+			name:   "negative coalesce window",
+			modify: func(o *Options) { o.CoalesceWindow = -time.Millisecond },
+			want:   []string{"--prometheus-coalesce-window -1ms: must be between 0 and 1s"},
 		},
 		{
 			name:   "URL without host",

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -180,9 +179,9 @@ type Server struct {
 func (c *ServerConfig) Complete() (*Server, error) {
 	o := c.Options
 	// A "now" query may take the identical query's answer that landed after
-	// its request reached the server, as stamped by one of the first filters
-	// of the API server's chain (WithRequestReceivedTimestamp).
-	o.Prometheus.ArrivalTime = request.ReceivedTimestampFrom
+	// its request reached the server, as stamped by the outermost handler
+	// (stampArrival).
+	o.Prometheus.ArrivalTime = arrivalTime
 	promClient, err := o.Prometheus.NewClient(c.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
@@ -217,8 +216,15 @@ func (c *ServerConfig) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the API server: %w", err)
 	}
+	// Connections remember when they last read bytes: the arrival time of
+	// their requests for coalescing (stampArrival).
+	var reads *readStamps
+	if ss := apiConfig.GenericConfig.SecureServing; ss != nil && ss.Listener != nil {
+		reads = newReadStamps(ss.Listener)
+		ss.Listener = reads
+	}
 	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return instrumentRequests(genericapiserver.DefaultBuildHandlerChain(h, gc), c.Metrics)
+		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(h, gc), c.Metrics))
 	}
 	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
 		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true

@@ -33,6 +33,7 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 )
@@ -416,8 +417,11 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 		t.Errorf("GET %s = %d %s; want value 250m at the sample's time", path, code, truncateForLog(body))
 	}
 
-	// Prometheus failing: a 503 with context, never a made-up value.
+	// Prometheus failing: a 503 with context, never a made-up value. (After
+	// the coalescing window: a request within it would share the answer
+	// above, which is as fresh as the window allows.)
 	fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	time.Sleep(prom.DefaultCoalesceWindow + 50*time.Millisecond)
 	code, body = ts.get(path)
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("with Prometheus failing GET %s = %d %s; want 503", path, code, truncateForLog(body))

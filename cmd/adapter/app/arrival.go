@@ -1,0 +1,117 @@
+package app
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// arrivalKey is the context key of the time a request arrived (see
+// stampArrival).
+type arrivalKey struct{}
+
+// readStamps wraps the API server's listener so that every connection
+// remembers when it last read bytes from the network. A request's bytes were
+// read no later than that time as seen when its handler starts, and usually
+// much earlier than the handler starts: on a busy server the HTTP/2 reader
+// parses a burst of requests over hundreds of milliseconds while the
+// handlers already started compete with it for the processors, but it read
+// the burst's bytes from the socket in its first reads.
+type readStamps struct {
+	net.Listener
+	// base gives the stamps a monotonic clock reading.
+	base  time.Time
+	conns sync.Map // remote address -> *stampedConn
+}
+
+func newReadStamps(l net.Listener) *readStamps {
+	return &readStamps{Listener: l, base: time.Now()}
+}
+
+// Accept implements net.Listener.
+func (l *readStamps) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &stampedConn{Conn: c, l: l, key: c.RemoteAddr().String()}
+	l.conns.Store(sc.key, sc)
+	return sc, nil
+}
+
+// lastRead is when the open connection from the remote address last read
+// bytes, if it did.
+func (l *readStamps) lastRead(remote string) (time.Time, bool) {
+	v, ok := l.conns.Load(remote)
+	if !ok {
+		return time.Time{}, false
+	}
+	ns := v.(*stampedConn).lastRead.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return l.base.Add(time.Duration(ns)), true
+}
+
+// stampedConn records when it last read bytes.
+type stampedConn struct {
+	net.Conn
+	l   *readStamps
+	key string
+	// lastRead is the time of the last read that returned bytes, in
+	// nanoseconds since l.base (0: none yet).
+	lastRead  atomic.Int64
+	closeOnce sync.Once
+}
+
+// Read implements net.Conn.
+func (c *stampedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.lastRead.Store(max(int64(time.Since(c.l.base)), 1))
+	}
+	return n, err
+}
+
+// Close implements net.Conn; the connection's stamp goes with it.
+func (c *stampedConn) Close() error {
+	c.closeOnce.Do(func() { c.l.conns.CompareAndDelete(c.key, c) })
+	return c.Conn.Close()
+}
+
+// stampArrival records in the request's context when the request arrived:
+// the time its connection last read bytes (reads, nil when the listener is
+// not wrapped) or else now, when the outermost handler starts.
+//
+// The time is what lets identical "now" Prometheus queries share an answer
+// (internal/prom: an answer that landed after the request arrived is as fresh
+// as one the request would have asked for itself). Both times are no
+// earlier than the request's bytes reached the server, so the rule never
+// hands out an answer older than the request; the connection's read time is
+// the closer of the two when the server is busy.
+func stampArrival(reads *readStamps, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.Now()
+		if reads != nil {
+			if read, ok := reads.lastRead(r.RemoteAddr); ok && read.Before(t) {
+				t = read
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), arrivalKey{}, t)))
+	})
+}
+
+// arrivalTime is the Prometheus client's ArrivalTime: stampArrival's time,
+// or else the API server's received timestamp (requests that did not come
+// through stampArrival, e.g. tests of the inner chain).
+func arrivalTime(ctx context.Context) (time.Time, bool) {
+	if t, ok := ctx.Value(arrivalKey{}).(time.Time); ok {
+		return t, true
+	}
+	return request.ReceivedTimestampFrom(ctx)
+}
