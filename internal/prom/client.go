@@ -118,10 +118,9 @@ type Config struct {
 	CoalesceWindow time.Duration
 }
 
-// DefaultCoalesceWindow is the adapter's --prometheus-coalesce-window: far
-// below any scrape interval, so no answer it shares is older than the data
-// Prometheus has.
-const DefaultCoalesceWindow = 100 * time.Millisecond
+// DefaultCoalesceWindow is the adapter's default --prometheus-coalesce-window:
+// off, like the result cache; answers are shared only by the arrival rule.
+const DefaultCoalesceWindow = 0
 
 // MaxCoalesceWindow bounds CoalesceWindow: a longer reuse is what the
 // result cache (CacheTTL) is for.

@@ -106,7 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
-	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "An identical query's answer is shared with requests that arrived up to this long after it was sent (besides those that joined it in flight or arrived before it landed); 0 shares only those, at most 1s.")
+	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 

@@ -54,6 +54,10 @@ const (
 	// EnvStrategies lists the --discovery-strategy values to measure besides
 	// the default (default: labels,grouped,series when the adapter has the flag).
 	EnvStrategies = "PROMSCALER_BENCH_STRATEGIES"
+	// EnvServingArgs adds flags to the serving adapter's command line
+	// (space-separated), e.g. "--prometheus-coalesce-window=0" to measure
+	// every sequential request with a query of its own.
+	EnvServingArgs = "PROMSCALER_BENCH_SERVING_ARGS"
 )
 
 // Names of the harness's objects and series.
@@ -78,6 +82,7 @@ type settings struct {
 	burstPerConn                                 int
 	rates                                        []int
 	duration, relist                             time.Duration
+	servingArgs                                  []string
 }
 
 func envInt(name string, def int) int {
@@ -118,6 +123,7 @@ func loadSettings() settings {
 		rates:        envInts(EnvRates, []int{500, 100}),
 		duration:     envDuration(EnvDuration, 10*time.Second),
 		relist:       envDuration(EnvRelist, 30*time.Second),
+		servingArgs:  strings.Fields(os.Getenv(EnvServingArgs)),
 	}
 }
 
@@ -196,8 +202,8 @@ func closeShared() {
 
 func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 	t0 := time.Now()
-	progress("settings: %d series, %d serving namespaces of %d pods, %d pods in %s, runs of %s (load %s)",
-		cfg.series, cfg.workers, cfg.servePods, cfg.bigPods, bigNamespace, cfg.duration, loadAvg())
+	progress("settings: %d series, %d serving namespaces of %d pods, %d pods in %s, runs of %s, serving adapter flags %q (load %s)",
+		cfg.series, cfg.workers, cfg.servePods, cfg.bigPods, bigNamespace, cfg.duration, cfg.servingArgs, loadAvg())
 	env, err := framework.Start(ctx, framework.Config{Logf: progress})
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func (s *stack) serving(b *testing.B) *adapterProc {
 func (s *stack) startServing() (*adapterProc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	a, err := s.startAdapter("serving")
+	a, err := s.startAdapter("serving", s.cfg.servingArgs...)
 	if err != nil {
 		return nil, err
 	}
