@@ -11,17 +11,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/promscaler/promscaler/test/e2e/framework"
 )
-
-var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 // BenchmarkAggregated sends the pods/* request over a 100-pod namespace one
 // at a time for the run's duration straight to the adapter, then through
@@ -102,59 +95,19 @@ func (s *stack) registerAggregated(ctx context.Context, a *adapterProc) error {
 	if err != nil {
 		return fmt.Errorf("adapter port in %s: %w", a.url, err)
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: framework.AdapterService, Namespace: framework.AdapterNamespace},
-		Spec: corev1.ServiceSpec{
-			Type:         corev1.ServiceTypeExternalName,
-			ExternalName: "localhost",
-			Ports:        []corev1.ServicePort{{Name: "https", Port: int32(port), TargetPort: intstr.FromInt32(int32(port))}},
-		},
-	}
-	svcs := s.env.Client.CoreV1().Services(framework.AdapterNamespace)
-	if old, err := svcs.Get(ctx, svc.Name, metav1.GetOptions{}); err == nil {
-		svc.ResourceVersion = old.ResourceVersion
-		if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("updating adapter Service: %w", err)
-		}
-	} else if apierrors.IsNotFound(err) {
-		if _, err := svcs.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating adapter Service: %w", err)
-		}
-	} else {
-		return fmt.Errorf("reading adapter Service: %w", err)
-	}
 	gv := framework.CustomMetricsV1Beta2
-	name := gv.Version + "." + gv.Group
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"group":                 gv.Group,
-			"version":               gv.Version,
-			"insecureSkipTLSVerify": true,
-			"groupPriorityMinimum":  int64(100),
-			"versionPriority":       int64(200),
-			"service":               map[string]any{"namespace": framework.AdapterNamespace, "name": framework.AdapterService, "port": int64(port)},
-		},
-	}}
-	if _, err := s.env.Dynamic.Resource(apiServiceGVR).Apply(ctx, name, obj, metav1.ApplyOptions{FieldManager: "promscaler-bench", Force: true}); err != nil {
-		return fmt.Errorf("applying APIService %s: %w", name, err)
+	if err := s.env.RegisterAPIServices(ctx, port, []schema.GroupVersion{gv}); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got, err := s.env.Dynamic.Resource(apiServiceGVR).Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Available" && m["status"] == "True" {
-					progress("APIService %s Available, pointing at the serving adapter (port %d)", name, port)
-					return nil
-				}
-			}
+		ok, err := s.env.APIServiceAvailable(ctx, gv)
+		if ok {
+			progress("APIService %s.%s Available, pointing at the serving adapter (port %d)", gv.Version, gv.Group, port)
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("APIService %s not Available after 1m (last error %v)", name, err)
+			return fmt.Errorf("APIService %s.%s not Available after 1m (last error %v)", gv.Version, gv.Group, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -148,12 +148,12 @@ func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, er
 	if cfg.ResourceMetrics {
 		a.GroupVersions = append(a.GroupVersions, ResourceMetricsV1Beta1)
 	}
-	if err := e.registerAPIServices(ctx, port, a.GroupVersions); err != nil {
+	if err := e.RegisterAPIServices(ctx, port, a.GroupVersions); err != nil {
 		return nil, err
 	}
 	if err := e.waitFor(ctx, a.Process, "adapter APIServices Available", 60*time.Second, func(ctx context.Context) (bool, error) {
 		for _, gv := range a.GroupVersions {
-			ok, err := e.apiServiceAvailable(ctx, gv)
+			ok, err := e.APIServiceAvailable(ctx, gv)
 			if err != nil || !ok {
 				return false, nil
 			}
@@ -165,9 +165,10 @@ func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, er
 	return a, nil
 }
 
-// registerAPIServices points the aggregator at the adapter on localhost:port:
+// RegisterAPIServices points the aggregator's APIServices for gvs at an
+// adapter listening on localhost:port (v1beta2 of custom metrics preferred):
 // Endpoints refuse loopback addresses, an ExternalName Service does not.
-func (e *Env) registerAPIServices(ctx context.Context, port int, gvs []schema.GroupVersion) error {
+func (e *Env) RegisterAPIServices(ctx context.Context, port int, gvs []schema.GroupVersion) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: AdapterService, Namespace: AdapterNamespace},
 		Spec: corev1.ServiceSpec{
@@ -219,7 +220,9 @@ func (e *Env) registerAPIServices(ctx context.Context, port int, gvs []schema.Gr
 	return nil
 }
 
-func (e *Env) apiServiceAvailable(ctx context.Context, gv schema.GroupVersion) (bool, error) {
+// APIServiceAvailable reports whether the APIService of gv has its
+// Available condition True.
+func (e *Env) APIServiceAvailable(ctx context.Context, gv schema.GroupVersion) (bool, error) {
 	obj, err := e.Dynamic.Resource(apiServiceGVR).Get(ctx, gv.Version+"."+gv.Group, metav1.GetOptions{})
 	if err != nil {
 		return false, err
