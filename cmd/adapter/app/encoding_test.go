@@ -6,17 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -154,34 +150,7 @@ func (e countingEncoder) Encode(obj runtime.Object, w io.Writer) error {
 // after tweak has adjusted its configuration.
 func startConfiguredServer(t *testing.T, tweak func(*ServerConfig)) *testServer {
 	t.Helper()
-	dir := t.TempDir()
-	kubeconfig := writeKubeconfig(t, dir, fakeKubeAPI(t).URL)
-	rulesFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	o := NewServerOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse([]string{
-		"--config=" + rulesFile,
-		"--lister-kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--authentication-skip-lookup",
-		"--cert-dir=" + filepath.Join(dir, "certs"),
-		fmt.Sprintf("--secure-port=%d", port),
-		"--bind-address=127.0.0.1",
-		"--prometheus-url=http://127.0.0.1:9",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	o.Base.SecureServing.Listener = ln
+	o, rulesFile, port := testServerOptions(t, testRules, "http://127.0.0.1:9")
 	o.NewProviders = func(ProviderDeps) (*Providers, error) {
 		return &Providers{Custom: fixedProvider{}, External: fixedProvider{}}, nil
 	}

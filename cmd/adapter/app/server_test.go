@@ -172,13 +172,14 @@ func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, ext
 	return startTestServerWithRules(t, testRules, factory, promURL, extra...)
 }
 
-// startTestServerWithRules is startTestServer with a given rules file.
-func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+// testServerOptions parses the flags of an in-process adapter on a free
+// loopback port: the given rules, a fake Kubernetes API for the lister,
+// authentication and authorization, Prometheus at promURL, then extra.
+func testServerOptions(t *testing.T, rules, promURL string, extra ...string) (o *ServerOptions, rulesFile string, port int) {
 	t.Helper()
 	dir := t.TempDir()
-	kube := fakeKubeAPI(t)
-	kubeconfig := writeKubeconfig(t, dir, kube.URL)
-	rulesFile := filepath.Join(dir, "config.yaml")
+	kubeconfig := writeKubeconfig(t, dir, fakeKubeAPI(t).URL)
+	rulesFile = filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(rulesFile, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +187,9 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	port = ln.Addr().(*net.TCPAddr).Port
 
-	o := NewServerOptions()
+	o = NewServerOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	args := append([]string{
@@ -206,6 +207,13 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 		t.Fatalf("Parse: %v", err)
 	}
 	o.Base.SecureServing.Listener = ln
+	return o, rulesFile, port
+}
+
+// startTestServerWithRules is startTestServer with a given rules file.
+func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+	t.Helper()
+	o, rulesFile, port := testServerOptions(t, rules, promURL, extra...)
 	o.NewProviders = factory
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Fatalf("Validate: %v", errs)
