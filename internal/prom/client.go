@@ -40,6 +40,13 @@ type Querier interface {
 	Query(ctx context.Context, query string, ts time.Time) (model.Vector, error)
 }
 
+// SampleQuerier runs an instant PromQL query as Querier does and returns
+// the vector as Samples, which cost far less to decode than a model.Vector
+// when the answer has many samples (no map per sample).
+type SampleQuerier interface {
+	QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error)
+}
+
 // SeriesLister lists the label sets of the series matching any of the
 // matchers (series selectors) between start and end.
 type SeriesLister interface {
@@ -60,6 +67,7 @@ type LabelNamesLister interface {
 
 var (
 	_ Querier           = (*Client)(nil)
+	_ SampleQuerier     = (*Client)(nil)
 	_ SeriesLister      = (*Client)(nil)
 	_ LabelValuesLister = (*Client)(nil)
 	_ LabelNamesLister  = (*Client)(nil)
@@ -217,7 +225,35 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 
 // Query implements Querier.
 func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
-	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
+	v, err := c.instantQuery(ctx, query, ts, false)
+	if err != nil {
+		return nil, err
+	}
+	return v.(model.Vector), nil
+}
+
+// QuerySamples implements SampleQuerier. Its calls coalesce and are cached
+// with each other, not with Query's.
+func (c *Client) QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error) {
+	v, err := c.instantQuery(ctx, query, ts, true)
+	if err != nil {
+		return nil, err
+	}
+	return v.(Samples), nil
+}
+
+// samplesKeyPrefix starts the coalescing and cache keys of QuerySamples,
+// whose results are Samples rather than a model.Vector.
+const samplesKeyPrefix = "query-samples"
+
+// instantQuery runs Query (a model.Vector result) or, with compact,
+// QuerySamples (a Samples result).
+func (c *Client) instantQuery(ctx context.Context, query string, ts time.Time, compact bool) (any, error) {
+	keyPrefix := metrics.EndpointQuery
+	if compact {
+		keyPrefix = samplesKeyPrefix
+	}
+	key := cacheKey(keyPrefix, c.timeout, ts, time.Time{}, query)
 	var sh share
 	if ts.IsZero() && c.arrival != nil {
 		// A query at an explicit time has one answer; only "now" needs the
@@ -227,18 +263,23 @@ func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.V
 			sh.arrived = t
 		}
 	}
-	v, err := c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
-		vec, warnings, err := c.query(ctx, query, ts)
+	return c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
+		var (
+			v        any
+			warnings v1.Warnings
+			err      error
+		)
+		if compact {
+			v, warnings, err = c.querySamples(ctx, query, ts)
+		} else {
+			v, warnings, err = c.query(ctx, query, ts)
+		}
 		logWarnings(metrics.EndpointQuery, query, warnings)
 		if err != nil {
 			return nil, err
 		}
-		return vec, nil
+		return v, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(model.Vector), nil
 }
 
 // Series implements SeriesLister.
@@ -358,25 +399,37 @@ const queryPath = "/api/v1/query"
 // decoder (decodeQueryAnswer); requests and errors are those of
 // client_golang's v1 API Query followed by toVector.
 func (c *Client) query(ctx context.Context, query string, ts time.Time) (model.Vector, v1.Warnings, error) {
+	r, warnings, err := c.sendQuery(ctx, query, ts, false)
+	return r.vec, warnings, err
+}
+
+// querySamples is query decoding the answer as Samples.
+func (c *Client) querySamples(ctx context.Context, query string, ts time.Time) (Samples, v1.Warnings, error) {
+	r, warnings, err := c.sendQuery(ctx, query, ts, true)
+	return r.samples, warnings, err
+}
+
+// sendQuery sends an instant query and decodes the answer (decodeQuery).
+func (c *Client) sendQuery(ctx context.Context, query string, ts time.Time, compact bool) (vecResult, v1.Warnings, error) {
 	args := c.queryURL.Query()
 	args.Set("query", query)
 	if !ts.IsZero() {
 		args.Set("time", formatTime(ts))
 	}
 	var (
-		vec      model.Vector
+		r        vecResult
 		warnings v1.Warnings
 		decErr   error
 	)
 	err := c.verb.query(ctx, c.queryURL, args, func(code int, body []byte) {
 		// The decoder copies every string it keeps (labels, warnings,
 		// error details): the body buffer is reused.
-		vec, warnings, decErr = decodeQueryAnswer(code, body)
+		r, warnings, decErr = decodeQuery(code, body, compact)
 	})
 	if err != nil {
-		return nil, nil, err
+		return vecResult{}, nil, err
 	}
-	return vec, warnings, decErr
+	return r, warnings, decErr
 }
 
 // formatTime renders an evaluation time as Prometheus' float seconds, the

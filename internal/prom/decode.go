@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
@@ -48,19 +49,39 @@ import (
 // that classify gives the same outcome, and warnings are returned whenever
 // they could be read.
 func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error) {
+	r, warnings, err := decodeQuery(code, body, false)
+	if err != nil {
+		return nil, warnings, err
+	}
+	return r.vec, warnings, nil
+}
+
+// decodeQuerySamples is decodeQueryAnswer giving the vector as Samples: the
+// same answers are accepted and refused with the same errors, and
+// Samples.Vector of the result is decodeQueryAnswer's vector.
+func decodeQuerySamples(code int, body []byte) (Samples, v1.Warnings, error) {
+	r, warnings, err := decodeQuery(code, body, true)
+	if err != nil {
+		return nil, warnings, err
+	}
+	return r.samples, warnings, nil
+}
+
+// decodeQuery is decodeQueryAnswer and, with compact, decodeQuerySamples.
+func decodeQuery(code int, body []byte, compact bool) (vecResult, v1.Warnings, error) {
 	if code/100 != 2 {
 		if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
 			typ, msg := errorTypeAndMsgFor(code)
-			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+			return vecResult{}, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
 		}
 		// Prometheus' own error envelope; data, if any, is not looked at.
 		a, err := decodeAnswer(body, false)
 		if err != nil {
 			typ, msg := errorTypeAndMsgFor(code)
-			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+			return vecResult{}, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
 		}
 		if a.status == "success" {
-			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
+			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
 		}
 		if a.errorType == "" {
 			a.errorType = string(v1.ErrClient)
@@ -68,31 +89,32 @@ func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error)
 		if a.errMsg == "" {
 			a.errMsg = fmt.Sprintf("client error: %d", code)
 		}
-		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
 
-	a, err := decodeAnswer(body, true)
+	a, err := decodeAnswerMode(body, true, compact)
 	if err != nil {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
+		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
 	}
 	if a.status == "error" {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
 	if a.sawMatrix {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
+		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
 	}
 	switch a.kind {
 	case resultVector:
-		for _, smp := range a.vec {
-			if smp == nil {
-				return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
-			}
+		if a.res.hasNull {
+			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
 		}
-		return a.vec, a.warnings, nil
+		return a.res, a.warnings, nil
 	case resultScalar:
-		return model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
+		if compact {
+			return vecResult{samples: Samples{{Labels: Labels{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}}, a.warnings, nil
+		}
+		return vecResult{vec: model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}}, a.warnings, nil
 	default:
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
 	}
 }
 
@@ -123,17 +145,32 @@ type answer struct {
 	warnings  []string
 
 	kind   resultKind
-	vec    model.Vector
+	res    vecResult
 	scalar model.Scalar
 	// sawMatrix is set when any "data" member held a matrix, even one a
 	// later duplicate member replaced.
 	sawMatrix bool
 }
 
+// vecResult is a decoded vector: a model.Vector, or in compact mode
+// Samples. A null vector is nil.
+type vecResult struct {
+	vec     model.Vector // holds a nil sample for each null element
+	samples Samples
+	// hasNull is set when an element of the vector was null.
+	hasNull bool
+}
+
 // decodeAnswer decodes a whole body. With withData false the "data" member
 // is only checked to be JSON.
 func decodeAnswer(body []byte, withData bool) (answer, error) {
-	d := decoder{s: scanner{b: body}}
+	return decodeAnswerMode(body, withData, false)
+}
+
+// decodeAnswerMode is decodeAnswer, decoding a vector as Samples when
+// compact is set.
+func decodeAnswerMode(body []byte, withData, compact bool) (answer, error) {
+	d := decoder{s: scanner{b: body}, compact: compact}
 	var a answer
 	err := d.answer(&a, withData)
 	if err == nil {
@@ -150,16 +187,22 @@ func decodeAnswer(body []byte, withData bool) (answer, error) {
 // samples of an answer usually share their label names and some values).
 type decoder struct {
 	s scanner
+	// compact decodes a vector as Samples, whose labels are slices of
+	// lslab, instead of a model.Vector with a map per sample.
+	compact bool
 
 	names  map[string]string
-	labels []labelPair // the sample being decoded
-	prev   []labelPair // the previous sample's labels
+	labels []Label // the sample being decoded
+	prev   []Label // the previous sample's labels
 	slab   []model.Sample
+	lslab  []Label
+	// arena holds the bytes of the label values of compact samples: one
+	// allocation per arenaChunk bytes instead of one per value.
+	arena []byte
 }
 
-type labelPair struct {
-	name, value string
-}
+// arenaChunk is the size of the arena's chunks.
+const arenaChunk = 8 << 10
 
 func (d *decoder) answer(a *answer, withData bool) error {
 	s := &d.s
@@ -297,7 +340,7 @@ func (d *decoder) data(a *answer) error {
 		typ            model.ValueType // ValNone until read
 		resStart       = -1
 		resEnd         int
-		vec            model.Vector
+		vec            vecResult
 		vecStart       = -1 // where vec was decoded from
 		empty, errNext = s.objStart()
 	)
@@ -350,13 +393,13 @@ func (d *decoder) data(a *answer) error {
 				return err
 			}
 		}
-		a.kind, a.vec = resultVector, vec
+		a.kind, a.res = resultVector, vec
 	case model.ValScalar:
 		if resStart < 0 {
 			return errors.New(`no "result" in the scalar answer`)
 		}
 		var sc model.Scalar
-		if _, err = d.at(resStart, resEnd, func() (model.Vector, error) { return nil, d.scalar(&sc) }); err != nil {
+		if _, err = d.at(resStart, resEnd, func() (vecResult, error) { return vecResult{}, d.scalar(&sc) }); err != nil {
 			return err
 		}
 		a.kind, a.scalar = resultScalar, sc
@@ -364,7 +407,7 @@ func (d *decoder) data(a *answer) error {
 		if resStart < 0 {
 			return errors.New(`no "result" in the matrix answer`)
 		}
-		a.kind, a.vec, a.sawMatrix = resultNone, nil, true
+		a.kind, a.res, a.sawMatrix = resultNone, vecResult{}, true
 	default:
 		return fmt.Errorf("unexpected value type %q", typ.String())
 	}
@@ -372,7 +415,7 @@ func (d *decoder) data(a *answer) error {
 }
 
 // at runs fn with the scanner over b[start:end], then restores it.
-func (d *decoder) at(start, end int, fn func() (model.Vector, error)) (model.Vector, error) {
+func (d *decoder) at(start, end int, fn func() (vecResult, error)) (vecResult, error) {
 	s := &d.s
 	saved, savedB := s.i, s.b
 	s.i, s.b = start, s.b[:end]
@@ -427,70 +470,107 @@ func (d *decoder) valueType() (model.ValueType, error) {
 }
 
 // vector decodes null (a nil vector) or an array of samples.
-func (d *decoder) vector() (model.Vector, error) {
+func (d *decoder) vector() (vecResult, error) {
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
-		return nil, err
+		return vecResult{}, err
 	}
 	switch c {
 	case 'n':
-		return nil, s.literal("null")
+		return vecResult{}, s.literal("null")
 	case '[':
 	default:
 		if err := s.skip(); err != nil {
-			return nil, err
+			return vecResult{}, err
 		}
-		return nil, fmt.Errorf("the vector is a JSON %s, not an array", kindOf(c))
+		return vecResult{}, fmt.Errorf("the vector is a JSON %s, not an array", kindOf(c))
 	}
-	vec := model.Vector{}
+	var r vecResult
+	if d.compact {
+		r.samples = Samples{}
+	} else {
+		r.vec = model.Vector{}
+	}
+	var tmp model.Sample // the sample being decoded, in compact mode
 	empty, err := s.arrStart()
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
 		var null bool
 		if null, err = s.isNull(); err != nil {
-			return nil, err
+			return vecResult{}, err
 		}
 		if null {
-			// Refused by decodeQueryAnswer if it is in the final result.
-			vec = append(vec, nil)
+			// Refused by decodeQuery if it is in the final result.
+			r.hasNull = true
+			if !d.compact {
+				r.vec = append(r.vec, nil)
+			}
 			if err = s.literal("null"); err != nil {
-				return nil, err
+				return vecResult{}, err
 			}
 			continue
 		}
 		start := s.i
-		smp := d.newSample()
-		if err = d.sample(smp); err != nil {
-			return nil, err
+		smp := &tmp
+		if d.compact {
+			tmp = model.Sample{}
+		} else {
+			smp = d.newSample()
 		}
-		if len(vec) == 0 {
-			d.sizeFor(&vec, s.i-start)
+		var hasMetric bool
+		if hasMetric, err = d.sample(smp); err != nil {
+			return vecResult{}, err
 		}
-		vec = append(vec, smp)
+		if len(r.vec) == 0 && len(r.samples) == 0 {
+			d.sizeFor(&r, s.i-start)
+		}
+		if d.compact {
+			r.samples = append(r.samples, Sample{Labels: d.keepLabels(hasMetric), Value: smp.Value, Timestamp: smp.Timestamp, Histogram: smp.Histogram})
+		} else {
+			if hasMetric {
+				m := make(model.Metric, len(d.labels))
+				for _, l := range d.labels {
+					m[model.LabelName(l.Name)] = model.LabelValue(l.Value)
+				}
+				smp.Metric = m
+			}
+			r.vec = append(r.vec, smp)
+		}
+		d.labels, d.prev = d.prev[:0], d.labels
 	}
 	if err != nil {
-		return nil, err
+		return vecResult{}, err
 	}
-	return vec, nil
+	return r, nil
 }
 
 // minSampleLen is the length of the shortest sample Prometheus writes:
 // {"metric":{},"value":[0,"0"]}.
 const minSampleLen = 29
 
-// sizeFor sizes the vector and the next slab of samples for the rest of the
-// body, guessing from the length of the first sample that the others are
-// about as long (answers are usually regular), so that neither grows by
-// copying. The guess is bounded by what the body can hold.
-func (d *decoder) sizeFor(vec *model.Vector, firstLen int) {
+// sizeFor sizes the vector and the next slab of samples (or, in compact
+// mode, of labels) for the rest of the body, guessing from the length of
+// the first sample (just decoded, its labels in d.labels) that the others
+// are about as long and have as many labels (answers are usually regular),
+// so that neither grows by copying. The guess is bounded by what the body
+// can hold.
+func (d *decoder) sizeFor(r *vecResult, firstLen int) {
 	rest := len(d.s.b) - d.s.i
 	n := rest/max(firstLen, minSampleLen) + 1
 	n = min(n, rest/minSampleLen+1, 1<<16)
-	if n > 1 {
-		*vec = slices.Grow(*vec, n)
-		if len(d.slab) < n-1 {
-			d.slab = make([]model.Sample, n-1)
+	if n <= 1 {
+		return
+	}
+	if d.compact {
+		r.samples = slices.Grow(r.samples, n)
+		if k := len(d.labels); len(d.lslab) < n*k {
+			d.lslab = make([]Label, n*k)
 		}
+		return
+	}
+	r.vec = slices.Grow(r.vec, n)
+	if len(d.slab) < n-1 {
+		d.slab = make([]model.Sample, n-1)
 	}
 }
 
@@ -507,34 +587,55 @@ func (d *decoder) newSample() *model.Sample {
 	return smp
 }
 
-// sample decodes one element of a vector into smp, which is zero.
-func (d *decoder) sample(smp *model.Sample) error {
+// keepLabels returns a copy of the labels of the sample just decoded,
+// allocated in slabs: nil when it had no "metric", empty but not nil when
+// it had an empty one.
+func (d *decoder) keepLabels(hasMetric bool) Labels {
+	if !hasMetric {
+		return nil
+	}
+	k := len(d.labels)
+	if k == 0 {
+		return Labels{}
+	}
+	if len(d.lslab) < k {
+		d.lslab = make([]Label, max(k, min(64*k, 4096)))
+	}
+	ls := d.lslab[:k:k]
+	d.lslab = d.lslab[k:]
+	copy(ls, d.labels)
+	return ls
+}
+
+// sample decodes one element of a vector into smp, which is zero, except
+// for its labels, left in d.labels; hasMetric reports that the sample had a
+// "metric" object (the last "metric" member was not null).
+func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if c != '{' {
 		if err := s.skip(); err != nil {
-			return err
+			return false, err
 		}
-		return fmt.Errorf("a sample is a JSON %s, not an object", kindOf(c))
+		return false, fmt.Errorf("a sample is a JSON %s, not an object", kindOf(c))
 	}
 	d.labels = d.labels[:0]
-	hasMetric := false
 	var hist *model.SampleHistogramPair
 	empty, err := s.objStart()
 	for more := !empty; more && err == nil; more, err = s.objNext() {
 		var key []byte
 		var plain bool
 		if key, plain, err = s.key(); err != nil {
-			return err
+			return false, err
 		}
 		switch {
 		case keyIs(key, plain, "metric"):
 			var null bool
 			if null, err = s.isNull(); err != nil {
-				return err
+				return false, err
 			}
 			if null {
 				hasMetric = false
@@ -550,7 +651,7 @@ func (d *decoder) sample(smp *model.Sample) error {
 			s.ws()
 			start := s.i
 			if err = s.skip(); err != nil {
-				return err
+				return false, err
 			}
 			if hist == nil {
 				hist = &model.SampleHistogramPair{}
@@ -560,24 +661,16 @@ func (d *decoder) sample(smp *model.Sample) error {
 			err = s.skip()
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	if hasMetric {
-		m := make(model.Metric, len(d.labels))
-		for _, l := range d.labels {
-			m[model.LabelName(l.name)] = model.LabelValue(l.value)
-		}
-		smp.Metric = m
-	}
-	d.labels, d.prev = d.prev[:0], d.labels
 	if hist != nil && hist.Histogram != nil {
 		smp.Timestamp, smp.Histogram, smp.Value = hist.Timestamp, hist.Histogram, 0
 	}
-	return nil
+	return hasMetric, nil
 }
 
 // metric decodes a label set object, appending to d.labels.
@@ -603,8 +696,8 @@ func (d *decoder) metric() error {
 		i := len(d.labels)
 		var name string
 		switch {
-		case plain && i < len(d.prev) && d.prev[i].name == string(raw):
-			name = d.prev[i].name
+		case plain && i < len(d.prev) && d.prev[i].Name == string(raw):
+			name = d.prev[i].Name
 		default:
 			name = d.labelName(raw, plain)
 		}
@@ -617,9 +710,12 @@ func (d *decoder) metric() error {
 			if raw, plain, err = s.str(); err != nil {
 				return err
 			}
-			if plain && i < len(d.prev) && d.prev[i].value == string(raw) && d.prev[i].name == name {
-				value = d.prev[i].value
-			} else {
+			switch {
+			case plain && i < len(d.prev) && d.prev[i].Value == string(raw) && d.prev[i].Name == name:
+				value = d.prev[i].Value
+			case plain && d.compact:
+				value = d.arenaString(raw)
+			default:
 				value = unquote(raw, plain)
 			}
 		case 'n':
@@ -632,9 +728,24 @@ func (d *decoder) metric() error {
 		if err != nil {
 			return err
 		}
-		d.labels = append(d.labels, labelPair{name: name, value: value})
+		d.labels = append(d.labels, Label{Name: name, Value: value})
 	}
 	return err
+}
+
+// arenaString returns a string of raw's bytes, copied into the arena. The
+// arena's bytes are never written again once a string refers to them: a
+// chunk that is full is left to its strings and a new one started.
+func (d *decoder) arenaString(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	if len(raw) > cap(d.arena)-len(d.arena) {
+		d.arena = make([]byte, 0, max(len(raw), arenaChunk))
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, raw...)
+	return unsafe.String(&d.arena[start], len(raw))
 }
 
 // labelName interns a label name for the duration of the decoding.
