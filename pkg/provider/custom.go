@@ -19,6 +19,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 )
@@ -97,10 +98,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
-	s, ok := sampleValue{}, false
-	if smp := values[0]; smp != nil {
-		s, ok = sampleValueOf(smp)
-	}
+	s, ok := sampleValueOf(values[0])
 	if !ok {
 		q, hasDefault, err := ruleDefault(t.entry.Rule)
 		if err != nil {
@@ -145,7 +143,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
-	names, err := p.objects.ListObjects(ctx, t.gvr, namespace, selector)
+	names, err := p.listObjects(ctx, t.gvr, namespace, selector)
 	if err != nil {
 		return nil, listError(t, namespace, err)
 	}
@@ -154,7 +152,6 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		list.Items = []custom_metrics.MetricValue{}
 		return list, nil
 	}
-	names = sortedUnique(names)
 	values, err := p.queryCustom(ctx, t, namespace, names, metricSelector)
 	if err != nil {
 		return nil, err
@@ -173,10 +170,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	list.Items = make([]custom_metrics.MetricValue, len(names))
 	k := 0
 	for i, n := range names {
-		s, ok := sampleValue{}, false
-		if smp := values[i]; smp != nil {
-			s, ok = sampleValueOf(smp)
-		}
+		s, ok := sampleValueOf(values[i])
 		if !ok {
 			if !hasDefault {
 				continue
@@ -231,14 +225,14 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 	v.Value = s.value
 }
 
-// queryCustom renders and runs the rule's query for names (unique) and
-// returns, at each name's index, its first sample with a finite value (NaN
-// and ±Inf are not values, see Quantity), in Prometheus' answer order, or
-// nil. With more names than MaxNamesInQuery, or when
-// naming them would render a query longer than MaxQueryBytes, the query
-// asks for every object of the resource in the namespace, so its length
-// does not depend on the names; the caller keeps the names it wants. The samples are shared with coalesced callers: read-only.
-func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) ([]*model.Sample, error) {
+// queryCustom renders and runs the rule's query for names (sorted and
+// unique) and returns, at each name's index, its first sample with a finite
+// value (NaN and ±Inf are not values, see Quantity), in Prometheus' answer
+// order, if any. With more names than MaxNamesInQuery, or when naming them
+// would render a query longer than MaxQueryBytes, the query asks for every
+// object of the resource in the namespace, so its length does not depend on
+// the names; the caller keeps the names it wants.
+func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) ([]point, error) {
 	req := naming.CustomRequest{
 		Series:         t.entry.SeriesName,
 		Resource:       t.gr(),
@@ -257,65 +251,132 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	if err != nil {
 		return nil, renderError(t.what(), err)
 	}
+	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, found: make([]point, len(names))}
 	start := time.Now()
-	vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
-	if err != nil {
-		return nil, queryError(t.what(), err)
+	n := 0
+	// The samples are shared with coalesced callers: read-only.
+	if sq, ok := p.querier.(prom.SampleQuerier); ok {
+		// No map per sample: the cheaper form for answers of many samples.
+		smps, err := sq.QuerySamples(ctx, q.Expr, time.Time{})
+		if err != nil {
+			return nil, queryError(t.what(), err)
+		}
+		n = len(smps)
+		for i := range smps {
+			s := &smps[i]
+			name, _ := s.Labels.Get(q.ResourceLabel)
+			m.add(name, s.Value, s.Timestamp)
+		}
+	} else {
+		vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
+		if err != nil {
+			return nil, queryError(t.what(), err)
+		}
+		n = len(vec)
+		resLabel := model.LabelName(q.ResourceLabel)
+		for _, s := range vec {
+			m.add(string(s.Metric[resLabel]), s.Value, s.Timestamp)
+		}
 	}
 	klog.V(4).InfoS("Custom metrics query", "metric", t.metric, "resource", t.gr(), "namespace", namespace,
 		"objects", len(names), "allObjects", req.AllObjects, "rule", t.entry.Rule.Path(),
-		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
-
-	resLabel := model.LabelName(q.ResourceLabel)
-	// Indexing the names (not the samples) costs one map operation per
-	// name and one per sample, and keeps no sample of an object not asked
-	// for (an all-objects query returns every object of the namespace).
-	var index map[string]int
-	if len(names) > 1 {
-		index = make(map[string]int, len(names))
-		for i, n := range names {
-			index[n] = i
-		}
-	}
-	found := make([]*model.Sample, len(names))
-	for _, s := range vec {
-		name := string(s.Metric[resLabel])
-		if name == "" {
-			continue
-		}
-		i, ok := 0, false
-		if index != nil {
-			i, ok = index[name]
-		} else {
-			ok = len(names) == 1 && names[0] == name
-		}
-		if !ok {
-			continue
-		}
-		if f := float64(s.Value); math.IsNaN(f) || math.IsInf(f, 0) {
-			klog.V(4).InfoS("Skipping a sample without a finite value", "rule", t.entry.Rule.Path(),
-				"metric", t.metric, "namespace", namespace, "object", name, "value", s.Value)
-			continue
-		}
-		if found[i] != nil {
-			// The query did not aggregate to one sample per object:
-			// keep the first, in Prometheus' answer order.
-			klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", t.entry.Rule.Path(), "object", name)
-			continue
-		}
-		found[i] = s
-	}
-	return found, nil
+		"queryBytes", len(q.Expr), "samples", n, "duration", time.Since(start))
+	return m.found, nil
 }
 
-// sampleValueOf converts a sample; ok is false for NaN and ±Inf (which
-// queryCustom already leaves out).
-func sampleValueOf(s *model.Sample) (sampleValue, bool) {
-	v, err := Quantity(float64(s.Value))
+// point is an object's sample: its value and timestamp, if ok.
+type point struct {
+	value model.SampleValue
+	ts    model.Time
+	ok    bool
+}
+
+// sampleMatcher keeps, for each of names (sorted and unique), the first
+// sample with a finite value it is given for that name. No sample of an
+// object not asked for is kept (an all-objects query returns every object
+// of the namespace).
+//
+// Samples may come in the order of the names, or in a few ascending runs
+// (an answer can follow the order in which Prometheus created the series,
+// which for pods named in sequence may be theirs): a sample is first
+// matched with the name after the previous sample's, else found by a binary
+// search. Past maxSearches searches the order is taken as random and the
+// names are indexed in a map, cheaper than searching for every sample.
+type sampleMatcher struct {
+	rule, metric, namespace string // for logs
+	names                   []string
+	found                   []point
+
+	next     int // the index of the name after the previous sample's
+	searches int
+	index    map[string]int
+}
+
+// maxSearches is the number of binary searches after which sampleMatcher
+// indexes the names in a map instead.
+const maxSearches = 64
+
+// add considers one sample of the object name ("" for none).
+func (m *sampleMatcher) add(name string, v model.SampleValue, ts model.Time) {
+	if name == "" {
+		return
+	}
+	i, ok := m.lookup(name)
+	if !ok {
+		return
+	}
+	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+		klog.V(4).InfoS("Skipping a sample without a finite value", "rule", m.rule,
+			"metric", m.metric, "namespace", m.namespace, "object", name, "value", v)
+		return
+	}
+	if m.found[i].ok {
+		// The query did not aggregate to one sample per object:
+		// keep the first, in Prometheus' answer order.
+		klog.V(4).InfoS("Several samples for one object; keeping the first", "rule", m.rule, "object", name)
+		return
+	}
+	m.found[i] = point{value: v, ts: ts, ok: true}
+}
+
+// lookup returns the index of name in m.names.
+func (m *sampleMatcher) lookup(name string) (int, bool) {
+	if m.next < len(m.names) && m.names[m.next] == name {
+		m.next++
+		return m.next - 1, true
+	}
+	if m.index != nil {
+		i, ok := m.index[name]
+		return i, ok
+	}
+	if m.searches++; m.searches > maxSearches {
+		m.index = make(map[string]int, len(m.names))
+		for i, n := range m.names {
+			m.index[n] = i
+		}
+		i, ok := m.index[name]
+		return i, ok
+	}
+	i, ok := slices.BinarySearch(m.names, name)
+	// The next name is the likely next sample's, found or not.
+	m.next = i
+	if ok {
+		m.next++
+	}
+	return i, ok
+}
+
+// sampleValueOf converts an object's sample; ok is false when it has none
+// (or, which queryCustom already leaves out, when its value is NaN or ±Inf).
+func sampleValueOf(pt point) (sampleValue, bool) {
+	if !pt.ok {
+		return sampleValue{}, false
+	}
+	v, err := Quantity(float64(pt.value))
 	if err != nil {
 		return sampleValue{}, false
 	}
-	return sampleValue{value: v, ts: s.Timestamp.Time()}, true
+	return sampleValue{value: v, ts: pt.ts.Time()}, true
 }
 
 // ruleDefault returns the rule's parsed defaultValue, if any.

@@ -164,6 +164,18 @@ func (c *ObjectCache) resource(gvr schema.GroupVersionResource) (*resourceCache,
 // sync period, and a `*` request over 5,000 pods would otherwise match
 // 5,000 label sets each time.
 func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
+	return c.list(ctx, gvr, namespace, selector, false)
+}
+
+// listObjectsShared implements sharedLister: ListObjects without the copy
+// of a kept list.
+func (c *ObjectCache) listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
+	return c.list(ctx, gvr, namespace, selector, true)
+}
+
+// list is ListObjects; with shared, the names may be those kept, which the
+// caller must not modify.
+func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, shared bool) ([]string, error) {
 	rc, err := c.resource(gvr)
 	if err != nil {
 		return nil, err
@@ -191,6 +203,9 @@ func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionRe
 		// stale at once.
 		gen = rc.generation(namespace)
 		if names, ok := rc.get(key, gen); ok {
+			if shared {
+				return names, nil
+			}
 			return slices.Clone(names), nil
 		}
 	}
@@ -200,9 +215,52 @@ func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionRe
 	}
 	slices.Sort(names)
 	if cacheable {
-		rc.put(key, gen, slices.Clone(names))
+		kept := names
+		if !shared {
+			kept = slices.Clone(names)
+		}
+		rc.put(key, gen, kept)
 	}
 	return names, nil
+}
+
+// sharedLister is implemented by ObjectLister implementations that can
+// hand out names without copying them (ObjectCache): the caller must not
+// modify them.
+type sharedLister interface {
+	listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error)
+}
+
+var _ sharedLister = (*ObjectCache)(nil)
+
+// listObjects lists the names of the objects of a `*` request, sorted and
+// unique. They may be shared with the object cache: read-only.
+func (p *Provider) listObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
+	var names []string
+	var err error
+	sl, shared := p.objects.(sharedLister)
+	if shared {
+		names, err = sl.listObjectsShared(ctx, gvr, namespace, selector)
+	} else {
+		names, err = p.objects.ListObjects(ctx, gvr, namespace, selector)
+	}
+	if err != nil || isSortedUnique(names) {
+		return names, err
+	}
+	if shared {
+		names = slices.Clone(names)
+	}
+	return sortedUnique(names), nil
+}
+
+// isSortedUnique reports whether names are in strictly increasing order.
+func isSortedUnique(names []string) bool {
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // listNames lists the names of the informer's objects in namespace (every

@@ -83,6 +83,8 @@ type Config struct {
 	Rules func() *naming.RuleSet
 	// Querier runs instant queries; pass the *prom.Client, which coalesces
 	// concurrent identical queries and enforces the per-query timeout.
+	// Custom metrics are read with QuerySamples when the querier is also a
+	// prom.SampleQuerier (as *prom.Client is), with Query otherwise.
 	Querier prom.Querier
 	// Objects lists the objects of `*` requests; pass an *ObjectCache.
 	Objects ObjectLister

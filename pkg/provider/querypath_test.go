@@ -1,0 +1,169 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/provider/fake"
+)
+
+// vectorOnly hides the client's QuerySamples: the provider then reads
+// model.Vector answers, as from any querier implementing only prom.Querier.
+type vectorOnly struct{ q prom.Querier }
+
+func (v vectorOnly) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
+	return v.q.Query(ctx, query, ts)
+}
+
+// TestSamplesAndVectorPathsAgree checks that the provider answers the same
+// whether its querier gives Samples (prom.SampleQuerier) or only vectors.
+func TestSamplesAndVectorPathsAgree(t *testing.T) {
+	objs := testObjects()
+	var names []string
+	for i := range 300 {
+		names = append(names, podName(i))
+		objs.Add(podsGR, fake.Object{Namespace: "big", Name: podName(i), Labels: map[string]string{"app": "worker"}})
+	}
+	inOrder := make([]sample, 0, len(names))
+	for i, n := range names {
+		inOrder = append(inOrder, sample{map[string]string{"pod_name": n}, fmt.Sprint(float64(i) / 4), 1764493200})
+	}
+	// Scrambled, with objects not asked for, a sample without the
+	// resource label, non-finite values and repeated objects.
+	var scrambled []sample
+	for i := range names {
+		j := i * 7 % len(names)
+		switch {
+		case j%10 == 3:
+			continue // no sample
+		case j%10 == 5:
+			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "NaN", 1764493200})
+		case j%10 == 7:
+			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "+Inf", 1764493200})
+			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "7", 1764493201})
+			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "8", 1764493202})
+		}
+		scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j], "namespace": "big"}, fmt.Sprint(j), 1764493200.5})
+		if i%50 == 0 {
+			scrambled = append(scrambled, sample{map[string]string{"pod_name": fmt.Sprintf("gone-%d", i)}, "1", 1764493200})
+			scrambled = append(scrambled, sample{map[string]string{"other": "x"}, "1", 1764493200})
+		}
+	}
+	answers := map[string]string{
+		"in order":  vector(inOrder...),
+		"scrambled": vector(scrambled...),
+		"empty":     vector(),
+	}
+	for name, answer := range answers {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, envOptions{answer: always(http.StatusOK, answer), objects: objs, fpmNamespaces: []string{"big"}})
+			vp, err := provider.New(provider.Config{
+				Index:   provider.IndexSource(func() *discovery.Index { return e.index }),
+				Rules:   func() *naming.RuleSet { return e.rules },
+				Querier: vectorOnly{e.prom.client(t, 5*time.Second, e.metrics)},
+				Objects: objs,
+				Mapper:  testMapper(),
+				Clock:   clocktesting.NewFakePassiveClock(fixedNow),
+			})
+			if err != nil {
+				t.Fatalf("provider.New: %v", err)
+			}
+			for _, sel := range []string{"app=worker", "app!=web"} {
+				want, wantErr := vp.GetMetricBySelector(context.Background(), "big", mustSelector(t, sel), fpmInfo, labels.Everything())
+				got, gotErr := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, sel), fpmInfo, labels.Everything())
+				if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); diff != "" {
+					t.Errorf("%s: error (-vectors +samples):\n%s", sel, diff)
+				}
+				if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
+					t.Errorf("%s: list (-vectors +samples):\n%s", sel, diff)
+				}
+			}
+			for _, n := range []string{names[0], names[3], names[5], names[7], names[299], "nobody"} {
+				name := types.NamespacedName{Namespace: "big", Name: n}
+				want, wantErr := vp.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything())
+				got, gotErr := e.prov.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything())
+				if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); diff != "" {
+					t.Errorf("%s: error (-vectors +samples):\n%s", n, diff)
+				}
+				if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
+					t.Errorf("%s: value (-vectors +samples):\n%s", n, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestObjectCacheListsStayIntact checks that requests served from the object
+// cache's kept lists (which the provider reads without copying) leave them
+// as they were.
+func TestObjectCacheListsStayIntact(t *testing.T) {
+	// Created out of order: the informer hands them out in map order.
+	var objs []runtime.Object
+	var want []string
+	for _, i := range []int{5, 2, 9, 0, 7, 1, 8, 3, 6, 4} {
+		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
+	}
+	for i := range 10 {
+		want = append(want, podName(i))
+	}
+	c, _ := runCache(t, provider.ObjectCacheOptions{}, objs...)
+	samples := make([]sample, 0, 10)
+	for i := 9; i >= 0; i-- {
+		samples = append(samples, sample{map[string]string{"pod_name": podName(i)}, fmt.Sprint(i), 1764493200})
+	}
+	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), fpmNamespaces: []string{"big"}})
+	p, err := provider.New(provider.Config{
+		Index:           provider.IndexSource(func() *discovery.Index { return e.index }),
+		Querier:         e.prom.client(t, 5*time.Second, e.metrics),
+		Objects:         c,
+		Mapper:          testMapper(),
+		MaxNamesInQuery: 3,
+	})
+	if err != nil {
+		t.Fatalf("provider.New: %v", err)
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for round := range 3 {
+		list, err := p.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"), fpmInfo, labels.Everything())
+		if err != nil {
+			t.Fatalf("round %d: GetMetricBySelector: %v", round, err)
+		}
+		var got []string
+		for i, item := range list.Items {
+			got = append(got, item.DescribedObject.Name)
+			if v := item.Value.MilliValue(); v != int64(i)*1000 {
+				t.Errorf("round %d: %s = %dm, want %dm", round, item.DescribedObject.Name, v, i*1000)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("round %d: items (-want +got):\n%s", round, diff)
+		}
+		listed, err := c.ListObjects(context.Background(), pods, "big", mustSelector(t, "app=worker"))
+		if err != nil {
+			t.Fatalf("ListObjects: %v", err)
+		}
+		if diff := cmp.Diff(want, listed); diff != "" {
+			t.Errorf("round %d: kept list (-want +got):\n%s", round, diff)
+		}
+		// The caller owns what ListObjects returns: scribbling on it
+		// must not reach the provider's next answer.
+		slices.Reverse(listed)
+		listed[0] = "scribbled"
+	}
+}
