@@ -492,7 +492,6 @@ func (d *decoder) vector() (vecResult, error) {
 	} else {
 		r.vec = model.Vector{}
 	}
-	var tmp model.Sample // the sample being decoded, in compact mode
 	empty, err := s.arrStart()
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
 		var null bool
@@ -511,22 +510,25 @@ func (d *decoder) vector() (vecResult, error) {
 			continue
 		}
 		start := s.i
-		smp := &tmp
 		if d.compact {
-			tmp = model.Sample{}
-		} else {
-			smp = d.newSample()
-		}
-		var hasMetric bool
-		if hasMetric, err = d.sample(smp); err != nil {
-			return vecResult{}, err
-		}
-		if len(r.vec) == 0 && len(r.samples) == 0 {
-			d.sizeFor(&r, s.i-start)
-		}
-		if d.compact {
+			var smp model.Sample
+			var hasMetric bool
+			if hasMetric, err = d.sample(&smp); err != nil {
+				return vecResult{}, err
+			}
+			if len(r.samples) == 0 {
+				d.sizeFor(&r, s.i-start)
+			}
 			r.samples = append(r.samples, Sample{Labels: d.keepLabels(hasMetric), Value: smp.Value, Timestamp: smp.Timestamp, Histogram: smp.Histogram})
 		} else {
+			smp := d.newSample()
+			var hasMetric bool
+			if hasMetric, err = d.sample(smp); err != nil {
+				return vecResult{}, err
+			}
+			if len(r.vec) == 0 {
+				d.sizeFor(&r, s.i-start)
+			}
 			if hasMetric {
 				m := make(model.Metric, len(d.labels))
 				for _, l := range d.labels {
