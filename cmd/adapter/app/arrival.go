@@ -16,12 +16,14 @@ import (
 type arrivalKey struct{}
 
 // readStamps wraps the API server's listener so that every connection
-// remembers when it last read bytes from the network. A request's bytes were
-// read no later than that time as seen when its handler starts, and usually
-// much earlier than the handler starts: on a busy server the HTTP/2 reader
-// parses a burst of requests over hundreds of milliseconds while the
-// handlers already started compete with it for the processors, but it read
-// the burst's bytes from the socket in its first reads.
+// remembers when the bytes it last read reached the server. A request's
+// bytes arrived no later than that time as seen when its handler starts,
+// and usually much earlier than the handler starts: on a busy server the
+// HTTP/2 reader parses a burst of requests over hundreds of milliseconds
+// while the handlers already started compete with it for the processors,
+// but it read the burst's bytes from the socket in its first reads, and
+// the kernel says when they arrived (on Linux, newRxReader: a reader that
+// only got to run late still stamps them when they came).
 type readStamps struct {
 	net.Listener
 	// base gives the stamps a monotonic clock reading.
@@ -39,7 +41,7 @@ func (l *readStamps) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &stampedConn{Conn: c, l: l, key: c.RemoteAddr().String()}
+	sc := &stampedConn{Conn: c, l: l, key: c.RemoteAddr().String(), rx: newRxReader(c)}
 	l.conns.Store(sc.key, sc)
 	return sc, nil
 }
@@ -58,19 +60,35 @@ func (l *readStamps) lastRead(remote string) (time.Time, bool) {
 	return l.base.Add(time.Duration(ns)), true
 }
 
-// stampedConn records when it last read bytes.
+// rxReader reads a connection and says when the bytes it returns arrived
+// (no earlier than they did).
+type rxReader interface {
+	read(p []byte) (n int, arrived time.Time, err error)
+}
+
+// stampedConn records when the bytes it last read arrived.
 type stampedConn struct {
 	net.Conn
 	l   *readStamps
 	key string
-	// lastRead is the time of the last read that returned bytes, in
-	// nanoseconds since l.base (0: none yet).
+	// rx, when not nil, reads the connection with the kernel's receive
+	// times; otherwise a read's bytes are stamped when it returns.
+	rx rxReader
+	// lastRead is the arrival of the bytes of the last read that returned
+	// any, in nanoseconds since l.base (0: none yet).
 	lastRead  atomic.Int64
 	closeOnce sync.Once
 }
 
 // Read implements net.Conn.
 func (c *stampedConn) Read(p []byte) (int, error) {
+	if c.rx != nil {
+		n, at, err := c.rx.read(p)
+		if n > 0 {
+			c.lastRead.Store(max(int64(at.Sub(c.l.base)), 1))
+		}
+		return n, err
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.lastRead.Store(max(int64(time.Since(c.l.base)), 1))
@@ -85,15 +103,15 @@ func (c *stampedConn) Close() error {
 }
 
 // stampArrival records in the request's context when the request arrived:
-// the time its connection last read bytes (reads, nil when the listener is
-// not wrapped) or else now, when the outermost handler starts.
+// when the bytes its connection last read arrived (reads, nil when the
+// listener is not wrapped) or else now, when the outermost handler starts.
 //
 // The time is what lets identical "now" Prometheus queries share an answer
 // (internal/prom: an answer that landed after the request arrived is as fresh
 // as one the request would have asked for itself). Both times are no
 // earlier than the request's bytes reached the server, so the rule never
-// hands out an answer older than the request; the connection's read time is
-// the closer of the two when the server is busy.
+// hands out an answer older than the request; the connection's stamp is the
+// closer of the two when the server is busy.
 func stampArrival(reads *readStamps, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := time.Now()

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package app
+
+import "net"
+
+// newRxReader: receive timestamps are used on Linux only; elsewhere a
+// connection's reads are stamped when they return.
+func newRxReader(net.Conn) rxReader { return nil }
