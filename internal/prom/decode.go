@@ -843,7 +843,7 @@ func (d *decoder) sampleValue(v *model.SampleValue) error {
 		if err != nil {
 			return err
 		}
-		f, err := strconv.ParseFloat(string(raw), 64)
+		f, err := parseSampleValue(raw)
 		if err != nil {
 			return fmt.Errorf("sample value: %w", err)
 		}
@@ -855,6 +855,49 @@ func (d *decoder) sampleValue(v *model.SampleValue) error {
 	}
 	return fmt.Errorf("sample value is a JSON %s, not a quoted string", kindOf(c))
 }
+
+// parseSampleValue is strconv.ParseFloat(string(raw), 64), faster for the
+// plain decimals most values are: -?digits(.digits)? with at most 15
+// significant digits (leading zeros aside) and 15 decimals. Such a number is
+// an integer below 2^53 divided by a power of ten up to 10^15, both exact in
+// a float64, so the one rounding of the division gives the nearest float64,
+// which ParseFloat returns too.
+func parseSampleValue(raw []byte) (float64, error) {
+	i, neg := 0, false
+	if len(raw) > 0 && raw[0] == '-' {
+		i, neg = 1, true
+	}
+	var mant uint64
+	digits, decimals, sawDot, ok := 0, 0, false, i < len(raw)
+	for ; ok && i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if mant != 0 || c != '0' {
+				digits++
+			}
+			mant = mant*10 + uint64(c-'0')
+			if sawDot {
+				decimals++
+			}
+		case c == '.' && !sawDot && i > 0 && raw[i-1] != '-':
+			sawDot = true
+		default:
+			ok = false
+		}
+	}
+	if ok && digits <= 15 && decimals <= 15 && !(sawDot && raw[len(raw)-1] == '.') {
+		f := float64(mant) / pow10[decimals]
+		if neg {
+			f = -f
+		}
+		return f, nil
+	}
+	return strconv.ParseFloat(string(raw), 64)
+}
+
+// pow10 are the powers of ten parseSampleValue divides by, all exact.
+var pow10 = [16]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
 // scalar decodes a scalar result: [timestamp, "value", ...]. Unlike a
 // sample's value, the string is unescaped before parsing; a missing or null

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,4 +407,55 @@ func BenchmarkDecodeSamples(b *testing.B) {
 			}
 		})
 	}
+}
+
+// checkParseSampleValue checks parseSampleValue against strconv.ParseFloat.
+func checkParseSampleValue(t *testing.T, text string) {
+	t.Helper()
+	got, gotErr := parseSampleValue([]byte(text))
+	want, wantErr := strconv.ParseFloat(text, 64)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("parseSampleValue(%q): error %v, ParseFloat's %v", text, gotErr, wantErr)
+	}
+	if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
+		t.Fatalf("parseSampleValue(%q) = %v (%#x), ParseFloat gives %v (%#x)", text, got, math.Float64bits(got), want, math.Float64bits(want))
+	}
+}
+
+func TestParseSampleValue(t *testing.T) {
+	for _, text := range []string{
+		"0", "-0", "0.0", "-0.0", "1", "-1", "42", "0.5", "1234.5678", "007", "00.10",
+		"999999999999999", "9999999999999999", "123456789012345.6", "0.000000000000001", "0.0000000000000001",
+		"0.1", "0.2", "0.3", "2.675", "1.7976931348623157", "9007199254740993", "4.35", "1e3", "1E-3", "-1.5e+300",
+		"NaN", "+Inf", "-Inf", "Inf", "inf", "nan", "+1", "+0.5", ".5", "-.5", "5.", "-5.", "-", ".", "", "1.2.3",
+		"1_000", "0x10", "0x1p-2", "1,5", " 1", "1 ", `\u0031`, "--1", "1-", "1e", "1e+",
+	} {
+		checkParseSampleValue(t, text)
+	}
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 20000 {
+		var b strings.Builder
+		if r.IntN(4) == 0 {
+			b.WriteByte('-')
+		}
+		for range 1 + r.IntN(18) {
+			b.WriteByte(byte('0' + r.IntN(10)))
+		}
+		if r.IntN(2) == 0 {
+			b.WriteByte('.')
+			for range r.IntN(18) {
+				b.WriteByte(byte('0' + r.IntN(10)))
+			}
+		}
+		checkParseSampleValue(t, b.String())
+	}
+}
+
+func FuzzParseSampleValue(f *testing.F) {
+	for _, s := range []string{"0", "-0.5", "1234.5678", "1e3", "NaN", "+Inf", "999999999999999.9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		checkParseSampleValue(t, text)
+	})
 }

@@ -27,7 +27,11 @@ func (s *scanner) errUnexpected(context string) error {
 
 func (s *scanner) ws() {
 	for s.i < len(s.b) {
-		switch s.b[s.i] {
+		c := s.b[s.i]
+		if c > ' ' {
+			return
+		}
+		switch c {
 		case ' ', '\t', '\n', '\r':
 			s.i++
 		default:
@@ -84,16 +88,12 @@ func (s *scanner) str() (raw []byte, plain bool, err error) {
 	start := s.i
 	b := s.b
 	i := s.i
-	for i < len(b) {
-		c := b[i]
-		if c == '"' {
-			s.i = i + 1
-			return b[start:i], true, nil
-		}
-		if c < 0x20 || c == '\\' || c >= 0x80 {
-			break
-		}
+	for i < len(b) && plainByte[b[i]] {
 		i++
+	}
+	if i < len(b) && b[i] == '"' {
+		s.i = i + 1
+		return b[start:i], true, nil
 	}
 	for i < len(b) {
 		c := b[i]
@@ -135,6 +135,15 @@ func (s *scanner) str() (raw []byte, plain bool, err error) {
 	s.i = i
 	return nil, false, errTruncated
 }
+
+// plainByte marks the bytes a string holds as themselves, up to its end:
+// ASCII but for control characters, '"' and '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
