@@ -90,7 +90,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, err
 	}
-	values, err := p.queryCustom(ctx, t, name.Namespace, []string{name.Name}, metricSelector)
+	values, err := p.queryCustom(ctx, t, name.Namespace, []string{name.Name}, nil, metricSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
-	names, err := p.listObjects(ctx, t.gvr, namespace, selector)
+	names, index, err := p.listObjects(ctx, t.gvr, namespace, selector)
 	if err != nil {
 		return nil, listError(t, namespace, err)
 	}
@@ -152,7 +152,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		list.Items = []custom_metrics.MetricValue{}
 		return list, nil
 	}
-	values, err := p.queryCustom(ctx, t, namespace, names, metricSelector)
+	values, err := p.queryCustom(ctx, t, namespace, names, index, metricSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -231,8 +231,9 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 // order, if any. With more names than MaxNamesInQuery, or when naming them
 // would render a query longer than MaxQueryBytes, the query asks for every
 // object of the resource in the namespace, so its length does not depend on
-// the names; the caller keeps the names it wants.
-func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, metricSelector labels.Selector) ([]point, error) {
+// the names; the caller keeps the names it wants. index, when not nil,
+// returns the index of the names (kept with them by the object cache).
+func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
 	req := naming.CustomRequest{
 		Series:         t.entry.SeriesName,
 		Resource:       t.gr(),
@@ -251,7 +252,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	if err != nil {
 		return nil, renderError(t.what(), err)
 	}
-	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, found: make([]point, len(names))}
+	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index, found: make([]point, len(names))}
 	start := time.Now()
 	n := 0
 	// The samples are shared with coalesced callers: read-only.
@@ -301,10 +302,12 @@ type point struct {
 // which for pods named in sequence may be theirs): a sample is first
 // matched with the name after the previous sample's, else found by a binary
 // search. Past maxSearches searches the order is taken as random and the
-// names are indexed in a map, cheaper than searching for every sample.
+// names are indexed in a map, cheaper than searching for every sample (the
+// index kept with the names by the object cache, when there is one).
 type sampleMatcher struct {
 	rule, metric, namespace string // for logs
 	names                   []string
+	sharedIndex             func() map[string]int // nil when not kept
 	found                   []point
 
 	next     int // the index of the name after the previous sample's
@@ -350,9 +353,13 @@ func (m *sampleMatcher) lookup(name string) (int, bool) {
 		return i, ok
 	}
 	if m.searches++; m.searches > maxSearches {
-		m.index = make(map[string]int, len(m.names))
-		for i, n := range m.names {
-			m.index[n] = i
+		if m.sharedIndex != nil {
+			m.index = m.sharedIndex()
+		} else {
+			m.index = make(map[string]int, len(m.names))
+			for i, n := range m.names {
+				m.index[n] = i
+			}
 		}
 		i, ok := m.index[name]
 		return i, ok

@@ -51,8 +51,28 @@ type listKey struct {
 }
 
 type cachedList struct {
-	gen   uint64
+	gen  uint64
+	kept *keptNames
+}
+
+// keptNames is a kept list of names and, built the first time a request
+// needs it, their index (see sampleMatcher): at most one map per list, so
+// at most about maxCachedNames entries in all.
+type keptNames struct {
 	names []string // sorted; shared, never modified
+	once  sync.Once
+	index map[string]int
+}
+
+// nameIndex returns the index of each name in names, built once.
+func (k *keptNames) nameIndex() map[string]int {
+	k.once.Do(func() {
+		k.index = make(map[string]int, len(k.names))
+		for i, n := range k.names {
+			k.index[n] = i
+		}
+	})
+	return k.index
 }
 
 func newResourceCache(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) *resourceCache {
@@ -112,26 +132,27 @@ func (rc *resourceCache) generation(namespace string) uint64 {
 }
 
 // get returns the names listed for key at generation gen.
-func (rc *resourceCache) get(key listKey, gen uint64) ([]string, bool) {
+func (rc *resourceCache) get(key listKey, gen uint64) (*keptNames, bool) {
 	rc.mu.RLock()
 	l, ok := rc.lists[key]
 	rc.mu.RUnlock()
 	if !ok || l.gen != gen {
 		return nil, false
 	}
-	return l.names, true
+	return l.kept, true
 }
 
 // put keeps names as listed for key at generation gen, unless a list of a
 // later generation is already there.
-func (rc *resourceCache) put(key listKey, gen uint64, names []string) {
+func (rc *resourceCache) put(key listKey, gen uint64, kept *keptNames) {
+	names := kept.names
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if old, ok := rc.lists[key]; ok {
 		if old.gen > gen {
 			return
 		}
-		rc.names -= len(old.names)
+		rc.names -= len(old.kept.names)
 		delete(rc.lists, key)
 	}
 	if len(rc.lists) >= maxCachedLists || rc.names+len(names) > maxCachedNames {
@@ -141,6 +162,6 @@ func (rc *resourceCache) put(key listKey, gen uint64, names []string) {
 	if len(names) > maxCachedNames {
 		return
 	}
-	rc.lists[key] = cachedList{gen: gen, names: names}
+	rc.lists[key] = cachedList{gen: gen, kept: kept}
 	rc.names += len(names)
 }

@@ -108,3 +108,42 @@ func TestIsSortedUnique(t *testing.T) {
 		}
 	}
 }
+
+func TestKeptNamesIndex(t *testing.T) {
+	k := &keptNames{names: []string{"a", "b", "c"}}
+	got := k.nameIndex()
+	if diff := cmp.Diff(map[string]int{"a": 0, "b": 1, "c": 2}, got); diff != "" {
+		t.Errorf("index (-want +got):\n%s", diff)
+	}
+	got["x"] = 9 // the same map each time: built once
+	if again := k.nameIndex(); again["x"] != 9 {
+		t.Error("the index was built again")
+	}
+}
+
+// TestSampleMatcherSharedIndex checks that an answer in random order is
+// matched through the shared index when there is one.
+func TestSampleMatcherSharedIndex(t *testing.T) {
+	var names []string
+	for i := range 200 {
+		names = append(names, fmt.Sprintf("pod-%04d", i))
+	}
+	k := &keptNames{names: names}
+	calls := 0
+	m := sampleMatcher{names: names, found: make([]point, len(names)), sharedIndex: func() map[string]int {
+		calls++
+		return k.nameIndex()
+	}}
+	for i := range names {
+		j := i * 101 % len(names)
+		m.add(names[j], model.SampleValue(j), 1000)
+	}
+	for i, p := range m.found {
+		if !p.ok || p.value != model.SampleValue(i) {
+			t.Errorf("%s: %+v, want value %d", names[i], p, i)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("shared index asked %d times, want 1", calls)
+	}
+}

@@ -164,26 +164,34 @@ func (c *ObjectCache) resource(gvr schema.GroupVersionResource) (*resourceCache,
 // sync period, and a `*` request over 5,000 pods would otherwise match
 // 5,000 label sets each time.
 func (c *ObjectCache) ListObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
-	return c.list(ctx, gvr, namespace, selector, false)
+	names, kept, err := c.list(ctx, gvr, namespace, selector)
+	if kept != nil {
+		return slices.Clone(kept.names), nil
+	}
+	return names, err
 }
 
 // listObjectsShared implements sharedLister: ListObjects without the copy
-// of a kept list.
-func (c *ObjectCache) listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
-	return c.list(ctx, gvr, namespace, selector, true)
+// of a kept list, and with the index of its names kept too.
+func (c *ObjectCache) listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, func() map[string]int, error) {
+	names, kept, err := c.list(ctx, gvr, namespace, selector)
+	if kept != nil {
+		return kept.names, kept.nameIndex, nil
+	}
+	return names, nil, err
 }
 
-// list is ListObjects; with shared, the names may be those kept, which the
-// caller must not modify.
-func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, shared bool) ([]string, error) {
+// list lists the names of ListObjects, sorted: in kept (shared, read-only)
+// when the list can be kept, else in names (the caller's).
+func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (names []string, kept *keptNames, err error) {
 	rc, err := c.resource(gvr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inf := rc.inf
 	if !inf.HasSynced() {
 		if err := c.waitSynced(ctx, gvr, inf); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if selector == nil {
@@ -202,55 +210,60 @@ func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource,
 		// Read before listing: an event while listing makes the entry
 		// stale at once.
 		gen = rc.generation(namespace)
-		if names, ok := rc.get(key, gen); ok {
-			if shared {
-				return names, nil
-			}
-			return slices.Clone(names), nil
+		if k, ok := rc.get(key, gen); ok {
+			return nil, k, nil
 		}
 	}
-	names, err := listNames(inf, gvr, namespace, selector, everything)
+	names, err = listNames(inf, gvr, namespace, selector, everything)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.Sort(names)
 	if cacheable {
-		kept := names
-		if !shared {
-			kept = slices.Clone(names)
-		}
-		rc.put(key, gen, kept)
+		k := &keptNames{names: names}
+		rc.put(key, gen, k)
+		return nil, k, nil
 	}
-	return names, nil
+	return names, nil, nil
 }
 
 // sharedLister is implemented by ObjectLister implementations that can
 // hand out names without copying them (ObjectCache): the caller must not
-// modify them.
+// modify them. Along with kept names comes a function returning their
+// index (name -> position), built once for all the requests that read
+// them; it is nil for names that are not kept.
 type sharedLister interface {
-	listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error)
+	listObjectsShared(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, func() map[string]int, error)
 }
 
 var _ sharedLister = (*ObjectCache)(nil)
 
 // listObjects lists the names of the objects of a `*` request, sorted and
-// unique. They may be shared with the object cache: read-only.
-func (p *Provider) listObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, error) {
+// unique, and, when the object cache keeps them, a function returning
+// their index (see sharedLister). They may be shared with the object
+// cache: read-only.
+func (p *Provider) listObjects(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) ([]string, func() map[string]int, error) {
 	var names []string
+	var index func() map[string]int
 	var err error
 	sl, shared := p.objects.(sharedLister)
 	if shared {
-		names, err = sl.listObjectsShared(ctx, gvr, namespace, selector)
+		names, index, err = sl.listObjectsShared(ctx, gvr, namespace, selector)
 	} else {
 		names, err = p.objects.ListObjects(ctx, gvr, namespace, selector)
 	}
-	if err != nil || isSortedUnique(names) {
-		return names, err
+	if err != nil {
+		return nil, nil, err
 	}
+	if isSortedUnique(names) {
+		return names, index, nil
+	}
+	// Not in the kept order (a list over several namespaces can repeat
+	// a name): the index would not match.
 	if shared {
 		names = slices.Clone(names)
 	}
-	return sortedUnique(names), nil
+	return sortedUnique(names), nil, nil
 }
 
 // isSortedUnique reports whether names are in strictly increasing order.

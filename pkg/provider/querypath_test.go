@@ -167,3 +167,45 @@ func TestObjectCacheListsStayIntact(t *testing.T) {
 		listed[0] = "scribbled"
 	}
 }
+
+// TestObjectCacheScrambledAnswers checks answers in random order over a
+// kept list (matched through the index kept with it), request after
+// request.
+func TestObjectCacheScrambledAnswers(t *testing.T) {
+	const n = 300
+	var objs []runtime.Object
+	var samples []sample
+	for i := range n {
+		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
+		j := i * 7 % n
+		samples = append(samples, sample{map[string]string{"pod_name": podName(j)}, fmt.Sprint(j), 1764493200})
+		if i%3 == 0 {
+			samples = append(samples, sample{map[string]string{"pod_name": fmt.Sprintf("unknown-%d", i)}, "1", 1764493200})
+		}
+	}
+	c, _ := runCache(t, provider.ObjectCacheOptions{}, objs...)
+	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), fpmNamespaces: []string{"big"}})
+	p, err := provider.New(provider.Config{
+		Index:   provider.IndexSource(func() *discovery.Index { return e.index }),
+		Querier: e.prom.client(t, 5*time.Second, e.metrics),
+		Objects: c,
+		Mapper:  testMapper(),
+	})
+	if err != nil {
+		t.Fatalf("provider.New: %v", err)
+	}
+	for round := range 3 {
+		list, err := p.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"), fpmInfo, labels.Everything())
+		if err != nil {
+			t.Fatalf("round %d: GetMetricBySelector: %v", round, err)
+		}
+		if len(list.Items) != n {
+			t.Fatalf("round %d: %d items, want %d", round, len(list.Items), n)
+		}
+		for i, item := range list.Items {
+			if item.DescribedObject.Name != podName(i) || item.Value.MilliValue() != int64(i)*1000 {
+				t.Errorf("round %d: item %d is %s = %s, want %s = %d", round, i, item.DescribedObject.Name, item.Value.String(), podName(i), i)
+			}
+		}
+	}
+}
