@@ -15,6 +15,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/cputime"
+	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/provider"
@@ -231,3 +232,68 @@ func BenchmarkQuantity(b *testing.B) {
 		}
 	}
 }
+
+// staticSampleQuerier answers every query with one decoded vector, also as
+// prom.Samples (what the provider asks the real client for).
+type staticSampleQuerier struct {
+	staticQuerier
+	samples prom.Samples
+}
+
+func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (prom.Samples, error) {
+	return q.samples, nil
+}
+
+// benchOverheadSamples is benchOverheadWith over the object cache with a
+// querier giving Samples, their order scrambled when shuffled.
+func benchOverheadSamples(b *testing.B, shuffled bool) {
+	const n = 5000
+	objs := bigObjectCache(b)
+	mapper := testMapper()
+	rs, err := naming.Compile(testConfig(), mapper)
+	if err != nil {
+		b.Fatal(err)
+	}
+	series := testSeries(rs)
+	series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
+		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
+	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
+	q := staticSampleQuerier{samples: make(prom.Samples, 0, n)}
+	for i := range n {
+		j := i
+		if shuffled {
+			j = i * 7919 % n
+		}
+		q.samples = append(q.samples, prom.Sample{Labels: prom.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: podName(j)}},
+			Value: model.SampleValue(float64(j) / 4), Timestamp: 1764493200000})
+	}
+	p, err := provider.New(provider.Config{
+		Index:   provider.IndexSource(func() *discovery.Index { return idx }),
+		Querier: q,
+		Objects: objs,
+		Mapper:  mapper,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel := mustSelector(b, "app=worker")
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cputime.Process()
+	for b.Loop() {
+		list, err := p.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
+		if err != nil || len(list.Items) != n {
+			b.Fatalf("items %d, err %v", len(list.Items), err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
+// BenchmarkOverheadPodsStar5000Samples is the provider alone as the adapter
+// runs it: names from the object cache, samples as prom.Samples in the
+// order of the names.
+func BenchmarkOverheadPodsStar5000Samples(b *testing.B) { benchOverheadSamples(b, false) }
+
+// BenchmarkOverheadPodsStar5000SamplesShuffled is the same with the samples
+// in random order (pods with generated names).
+func BenchmarkOverheadPodsStar5000SamplesShuffled(b *testing.B) { benchOverheadSamples(b, true) }
