@@ -108,7 +108,7 @@ type Config struct {
 	// reached the server (false when unknown), e.g. the API server's
 	// request.ReceivedTimestampFrom. It lets an instant query at "now" (zero
 	// ts) use the result of the identical query that landed last, if it
-	// landed at or after that time and within the last few seconds: that
+	// landed at or after that time and within the last minute: that
 	// answer is what the call would have got by joining the query in flight
 	// when its request arrived, so it is at least as fresh as the request.
 	// Such calls count as coalesced. Errors are never reused. Nil (the
