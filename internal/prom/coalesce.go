@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
 )
 
@@ -17,10 +18,10 @@ import (
 // caller whose request is older queries afresh, which is always correct;
 // no caller that arrived after a result landed ever takes it (beyond the
 // optional window), however long it is kept, so the retention costs memory
-// (one result per distinct query of the last minute, at most
-// maxCacheEntries), never freshness. Five seconds were too short: 1,000
-// concurrent requests over 5,000 pods keep 2 cores busy for ~20 s, and the
-// requests served after 5 s queried again.
+// (one result per distinct query of the last minute, within
+// maxCacheEntries and maxKeptSamples), never freshness. Five seconds were
+// too short: 1,000 concurrent requests over 5,000 pods kept 2 cores busy
+// for 5-30 s, and the requests served after 5 s queried again.
 const landedRetention = time.Minute
 
 // flight is one request in progress, shared by every caller asking the same
@@ -38,11 +39,32 @@ type flight struct {
 }
 
 // landed is the last successful result of a key, when it was sent and when
-// it landed.
+// it landed, and its size (resultSize).
 type landed struct {
 	val     any
 	started time.Time
 	at      time.Time
+	size    int
+}
+
+// maxKeptSamples bounds the samples of all the landed results kept (about
+// 100-150 bytes each): results that would go past it are not kept (their
+// callers coalesce only while in flight) until a sweep makes room. With
+// maxCacheEntries it bounds the memory the retention costs whatever the
+// answers' sizes: 4,096 distinct queries of 5,000 samples each within a
+// minute would otherwise hold ~2.6 GB.
+const maxKeptSamples = 1 << 20
+
+// resultSize is what a result counts against maxKeptSamples: its samples
+// for a vector, 1 for anything else.
+func resultSize(val any) int {
+	switch v := val.(type) {
+	case model.Vector:
+		return max(len(v), 1)
+	case Samples:
+		return max(len(v), 1)
+	}
+	return 1
 }
 
 // servesUntil is the latest arrival the result answers: any request that
@@ -94,6 +116,7 @@ type group struct {
 	mu        sync.Mutex
 	flights   map[string]*flight
 	landed    map[string]landed
+	keptSize  int // sum of the landed results' sizes
 	lastSweep time.Time
 }
 
@@ -178,10 +201,22 @@ func (g *group) keepLocked(key string, val any, started time.Time) {
 	if g.landed == nil {
 		g.landed = make(map[string]landed)
 	}
-	if _, ok := g.landed[key]; !ok && len(g.landed) >= maxCacheEntries {
+	old, replacing := g.landed[key]
+	if !replacing && len(g.landed) >= maxCacheEntries {
 		return
 	}
-	g.landed[key] = landed{val: val, started: started, at: now}
+	size := resultSize(val)
+	if g.keptSize-old.size+size > maxKeptSamples {
+		// Too big to keep with the others: drop the key's older result too,
+		// it is no use to anyone who could take the new one.
+		if replacing {
+			g.keptSize -= old.size
+			delete(g.landed, key)
+		}
+		return
+	}
+	g.keptSize += size - old.size
+	g.landed[key] = landed{val: val, started: started, at: now, size: size}
 }
 
 // sweepLocked drops the results older than landedRetention, at most once
@@ -194,6 +229,7 @@ func (g *group) sweepLocked(now time.Time) {
 	g.lastSweep = now
 	for k, l := range g.landed {
 		if now.Sub(l.at) >= landedRetention {
+			g.keptSize -= l.size
 			delete(g.landed, k)
 		}
 	}

@@ -384,3 +384,52 @@ func TestLandedResultsShareAcrossTimeoutsOnlyPerKey(t *testing.T) {
 		t.Errorf("served %d, want 2 (one per timeout)", got)
 	}
 }
+
+func keptSize(g *group) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.keptSize
+}
+
+// TestGroupKeptSamplesBudget checks that the landed results kept hold at
+// most maxKeptSamples samples together: a result past the budget is not
+// kept (and drops its key's older one), a smaller replacement makes room,
+// and the sweep gives the room back.
+func TestGroupKeptSamplesBudget(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	g := &group{clock: clk}
+	ctx := context.Background()
+	keep := func(key string, val any) {
+		t.Helper()
+		if _, err := g.do(ctx, key, share{keep: true}, func(context.Context) (any, error) { return val, nil }, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, wantKeys, wantSize int) {
+		t.Helper()
+		if got := landedCount(g); got != wantKeys {
+			t.Errorf("%s: %d results kept, want %d", step, got, wantKeys)
+		}
+		if got := keptSize(g); got != wantSize {
+			t.Errorf("%s: %d samples kept, want %d", step, got, wantSize)
+		}
+	}
+	half := maxKeptSamples / 2
+	keep("a", make(model.Vector, half))
+	check("half the budget", 1, half)
+	keep("b", make(Samples, half+1))
+	check("past the budget", 1, half)
+	keep("a", make(model.Vector, 10))
+	check("a smaller replacement", 1, 10)
+	keep("b", make(Samples, half+1))
+	check("room again", 2, half+11)
+	keep("c", "not a vector")
+	check("anything else counts 1", 3, half+12)
+	keep("a", make(model.Vector, maxKeptSamples))
+	check("a replacement past the budget drops the key", 2, half+2)
+	keep("d", model.Vector{})
+	check("an empty answer counts 1", 3, half+3)
+	clk.SetTime(clk.Now().Add(landedRetention))
+	keep("e", make(model.Vector, maxKeptSamples-1))
+	check("after the sweep", 1, maxKeptSamples-1)
+}
