@@ -110,6 +110,18 @@ func bigObjectCache(b *testing.B) *provider.ObjectCache {
 // benchOverheadWith is benchOverhead over any lister of n selected pods,
 // with the selector of request i from selFor (app=worker when nil).
 func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor func(i int) labels.Selector) {
+	vec := make(model.Vector, 0, n)
+	for i := range n {
+		vec = append(vec, &model.Sample{Metric: model.Metric{"pod_name": model.LabelValue(podName(i))},
+			Value: model.SampleValue(float64(i) / 4), Timestamp: 1764493200000})
+	}
+	runOverhead(b, n, objs, staticQuerier{vec: vec}, selFor)
+}
+
+// runOverhead measures the provider's pods/* requests over objs (n pods
+// selected) answered by q, with the selector of request i from selFor
+// (app=worker when nil).
+func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q prom.Querier, selFor func(i int) labels.Selector) {
 	mapper := testMapper()
 	rs, err := naming.Compile(testConfig(), mapper)
 	if err != nil {
@@ -119,14 +131,9 @@ func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor f
 	series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
 		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
 	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
-	vec := make(model.Vector, 0, n)
-	for i := range n {
-		vec = append(vec, &model.Sample{Metric: model.Metric{"pod_name": model.LabelValue(podName(i))},
-			Value: model.SampleValue(float64(i) / 4), Timestamp: 1764493200000})
-	}
 	p, err := provider.New(provider.Config{
 		Index:   provider.IndexSource(func() *discovery.Index { return idx }),
-		Querier: staticQuerier{vec: vec},
+		Querier: q,
 		Objects: objs,
 		Mapper:  mapper,
 	})
@@ -244,20 +251,10 @@ func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (p
 	return q.samples, nil
 }
 
-// benchOverheadSamples is benchOverheadWith over the object cache with a
+// benchOverheadSamples is runOverhead over the object cache with a
 // querier giving Samples, their order scrambled when shuffled.
 func benchOverheadSamples(b *testing.B, shuffled bool) {
 	const n = 5000
-	objs := bigObjectCache(b)
-	mapper := testMapper()
-	rs, err := naming.Compile(testConfig(), mapper)
-	if err != nil {
-		b.Fatal(err)
-	}
-	series := testSeries(rs)
-	series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
-		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
-	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
 	q := staticSampleQuerier{samples: make(prom.Samples, 0, n)}
 	for i := range n {
 		j := i
@@ -267,26 +264,7 @@ func benchOverheadSamples(b *testing.B, shuffled bool) {
 		q.samples = append(q.samples, prom.Sample{Labels: prom.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: podName(j)}},
 			Value: model.SampleValue(float64(j) / 4), Timestamp: 1764493200000})
 	}
-	p, err := provider.New(provider.Config{
-		Index:   provider.IndexSource(func() *discovery.Index { return idx }),
-		Querier: q,
-		Objects: objs,
-		Mapper:  mapper,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sel := mustSelector(b, "app=worker")
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cputime.Process()
-	for b.Loop() {
-		list, err := p.GetMetricBySelector(context.Background(), "big", sel, fpmInfo, labels.Everything())
-		if err != nil || len(list.Items) != n {
-			b.Fatalf("items %d, err %v", len(list.Items), err)
-		}
-	}
-	reportCPU(b, cpu0)
+	runOverhead(b, n, bigObjectCache(b), q, nil)
 }
 
 // BenchmarkOverheadPodsStar5000Samples is the provider alone as the adapter
