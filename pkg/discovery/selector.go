@@ -279,15 +279,19 @@ func (p *selParser) str() (string, error) {
 		switch {
 		case c == q:
 			p.pos++
+			var v string
 			if q == '`' {
-				return p.s[start+1 : p.pos-1], nil
+				v = p.s[start+1 : p.pos-1]
+			} else {
+				lit.WriteByte('"')
+				var err error
+				if v, err = strconv.Unquote(lit.String()); err != nil {
+					p.pos = start
+					return "", p.errorf("invalid string %s: %v", p.s[start:min(len(p.s), start+40)], err)
+				}
 			}
-			lit.WriteByte('"')
-			v, err := strconv.Unquote(lit.String())
-			if err != nil {
-				p.pos = start
-				return "", p.errorf("invalid string %s: %v", p.s[start:min(len(p.s), start+40)], err)
-			}
+			// Raw strings too: Prometheus refuses names and values that are
+			// not UTF-8, whatever the quotes.
 			if !utf8.ValidString(v) {
 				p.pos = start
 				return "", p.errorf("string is not valid UTF-8")

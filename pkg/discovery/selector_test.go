@@ -57,6 +57,9 @@ func TestParseSelector(t *testing.T) {
 		{name: "range selector", in: `up[5m]`, wantErr: "unexpected"},
 		{name: "missing separator", in: `{a="b" c="d"}`, wantErr: "expected ',' or '}'"},
 		{name: "newline in string", in: "{a=\"b\nc\"}", wantErr: "newline in string"},
+		{name: "invalid UTF-8, escaped", in: `{a="\xb8"}`, wantErr: "string is not valid UTF-8"},
+		{name: "invalid UTF-8, raw value", in: "{a=`\xb8`}", wantErr: "string is not valid UTF-8"},
+		{name: "invalid UTF-8, raw name", in: "{`\xb8`}", wantErr: "string is not valid UTF-8"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
