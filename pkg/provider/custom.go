@@ -48,7 +48,7 @@ func (p *Provider) resolveCustom(info cmprovider.CustomMetricInfo, namespace str
 	if err != nil {
 		return nil, err
 	}
-	gvr, gvk, namespaced, err := resolve(p.mapper, info.GroupResource)
+	gvr, gvk, namespaced, err := p.resolver.resolve(info.GroupResource)
 	if err != nil {
 		return nil, notFound(info.GroupResource, info.Metric,
 			fmt.Sprintf("resource %q is not known to the cluster", info.GroupResource.String()))

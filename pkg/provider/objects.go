@@ -11,7 +11,6 @@ import (
 
 	"github.com/promscaler/promscaler/internal/objmeta"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -324,23 +323,4 @@ func (c *ObjectCache) waitSynced(ctx context.Context, gvr schema.GroupVersionRes
 func sortedUnique(names []string) []string {
 	slices.Sort(names)
 	return slices.Compact(names)
-}
-
-// resolve maps a request's group-resource (as written in the URL: "pods",
-// "pod", "deployments.apps") to the preferred group-version-resource and
-// whether it is namespaced.
-func resolve(mapper meta.RESTMapper, gr schema.GroupResource) (schema.GroupVersionResource, schema.GroupVersionKind, bool, error) {
-	gvr, err := mapper.ResourceFor(gr.WithVersion(""))
-	if err != nil {
-		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
-	}
-	gvk, err := mapper.KindFor(gvr)
-	if err != nil {
-		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
-	}
-	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return schema.GroupVersionResource{}, schema.GroupVersionKind{}, false, err
-	}
-	return gvr, gvk, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }

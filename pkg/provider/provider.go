@@ -90,9 +90,10 @@ type Config struct {
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
 	// to group-version-resources and kinds; pass the cluster's RESTMapper.
+	// Its successful answers are kept for a minute (resolveTTL).
 	Mapper meta.RESTMapper
-	// Clock stamps defaultValue answers, which have no sample timestamp.
-	// Nil means the real clock.
+	// Clock stamps defaultValue answers, which have no sample timestamp,
+	// and ages the remembered RESTMapper answers. Nil means the real clock.
 	Clock clock.PassiveClock
 	// MaxNamesInQuery is the largest number of object names put into a
 	// query's name matcher; 0 means DefaultMaxNamesInQuery.
@@ -109,7 +110,7 @@ type Provider struct {
 	rules    func() *naming.RuleSet
 	querier  prom.Querier
 	objects  ObjectLister
-	mapper   meta.RESTMapper
+	resolver *resolver
 	clock    clock.PassiveClock
 	maxNames int
 	maxBytes int
@@ -149,7 +150,6 @@ func New(cfg Config) (*Provider, error) {
 		rules:    cfg.Rules,
 		querier:  cfg.Querier,
 		objects:  cfg.Objects,
-		mapper:   cfg.Mapper,
 		clock:    cfg.Clock,
 		maxNames: cfg.MaxNamesInQuery,
 		maxBytes: cfg.MaxQueryBytes,
@@ -160,6 +160,7 @@ func New(cfg Config) (*Provider, error) {
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
+	p.resolver = newResolver(cfg.Mapper, p.clock)
 	if p.maxNames == 0 {
 		p.maxNames = DefaultMaxNamesInQuery
 	}
