@@ -15,14 +15,14 @@ import (
 	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 	cminstaller "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/installer"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
-	cmstorage "sigs.k8s.io/custom-metrics-apiserver/pkg/registry/custom_metrics"
 	emstorage "sigs.k8s.io/custom-metrics-apiserver/pkg/registry/external_metrics"
 )
 
 // installMetricsAPIs installs custom.metrics.k8s.io (v1beta2 and v1beta1)
 // and external.metrics.k8s.io (v1beta1) on s, as the library's
 // InstallCustomMetricsAPI and InstallExternalMetricsAPI do (same handlers,
-// storage, discovery and OpenAPI routes), except that the groups' serializer
+// storage, discovery and OpenAPI routes; custom metrics listed by
+// customMetricsREST), except that the groups' serializer
 // is wrapped by wrap: apiencode.NewNegotiatedSerializer writes the metric
 // lists as JSON directly instead of through reflection, every other answer
 // and media type being the library's. A nil wrap keeps the library's.
@@ -52,7 +52,7 @@ func installCustomMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(run
 	container := s.Handler.GoRestfulContainer
 	for i, gv := range info.PrioritizedVersions {
 		api := &cminstaller.MetricsAPIGroupVersion{
-			DynamicStorage:  cmstorage.NewREST(p),
+			DynamicStorage:  newCustomMetricsREST(p),
 			APIGroupVersion: metricsAPIGroupVersion(&info, gv),
 			ResourceLister:  cmprovider.NewCustomMetricResourceLister(p),
 			Handlers:        &cminstaller.CMHandlers{},
