@@ -139,6 +139,7 @@ func appendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte 
 		return append(b, `"items":null}`+"\n"...)
 	}
 	b = append(b, `"items":[`...)
+	var times timeText
 	for i := range list.Items {
 		m := &list.Items[i]
 		if i > 0 {
@@ -149,7 +150,7 @@ func appendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte 
 		b = append(b, `,"metricName":`...)
 		b = appendString(b, m.Metric.Name)
 		b = append(b, `,"timestamp":`...)
-		b = appendTime(b, m.Timestamp)
+		b = times.append(b, m.Timestamp)
 		if m.WindowSeconds != nil {
 			b = append(b, `,"window":`...)
 			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
@@ -172,6 +173,7 @@ func appendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte 
 		return append(b, `"items":null}`+"\n"...)
 	}
 	b = append(b, `"items":[`...)
+	var times timeText
 	for i := range list.Items {
 		m := &list.Items[i]
 		if i > 0 {
@@ -184,7 +186,7 @@ func appendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte 
 		b = append(b, `,"selector":`...)
 		b = appendLabelSelector(b, m.Metric.Selector)
 		b = append(b, `},"timestamp":`...)
-		b = appendTime(b, m.Timestamp)
+		b = times.append(b, m.Timestamp)
 		if m.WindowSeconds != nil {
 			b = append(b, `,"windowSeconds":`...)
 			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
@@ -206,6 +208,7 @@ func appendExternalV1beta1(b []byte, list *external_metrics.ExternalMetricValueL
 		return append(b, `"items":null}`+"\n"...)
 	}
 	b = append(b, `"items":[`...)
+	var times timeText
 	for i := range list.Items {
 		m := &list.Items[i]
 		if i > 0 {
@@ -218,7 +221,7 @@ func appendExternalV1beta1(b []byte, list *external_metrics.ExternalMetricValueL
 		b = append(b, `,"metricLabels":`...)
 		b = appendStringMap(b, m.MetricLabels)
 		b = append(b, `,"timestamp":`...)
-		b = appendTime(b, m.Timestamp)
+		b = times.append(b, m.Timestamp)
 		if m.WindowSeconds != nil {
 			b = append(b, `,"window":`...)
 			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
@@ -394,6 +397,31 @@ func appendTime(b []byte, t metav1.Time) []byte {
 	b = append(b, '"')
 	b = t.UTC().AppendFormat(b, time.RFC3339)
 	return append(b, '"')
+}
+
+// timeText is appendTime remembering its last answer: the items of a list
+// mostly share one timestamp (one Prometheus evaluation), and formatting
+// it is most of what an item's time costs. The text depends only on the
+// whole seconds.
+type timeText struct {
+	unix int64
+	n    int // length of the text in buf; 0: none yet
+	buf  [40]byte
+}
+
+func (c *timeText) append(b []byte, t metav1.Time) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	if u := t.Unix(); c.n > 0 && u == c.unix {
+		return append(b, c.buf[:c.n]...)
+	}
+	start := len(b)
+	b = appendTime(b, t)
+	if text := b[start:]; len(text) <= len(c.buf) {
+		c.unix, c.n = t.Unix(), copy(c.buf[:], text)
+	}
+	return b
 }
 
 // quantityString is the index of resource.Quantity's cached string form

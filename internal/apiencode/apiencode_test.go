@@ -148,9 +148,13 @@ func (g *gen) quantity() resource.Quantity {
 
 func (g *gen) time() metav1.Time {
 	locs := []*time.Location{time.UTC, time.FixedZone("x", 5*3600+1800), time.FixedZone("y", -7*3600)}
-	switch g.r.IntN(6) {
+	switch g.r.IntN(7) {
 	case 0:
 		return metav1.Time{}
+	case 5:
+		// One second, any fraction and zone: items sharing a timestamp
+		// (the encoder reuses the text of the previous item's time).
+		return metav1.NewTime(time.Unix(1_700_000_000, g.r.Int64N(1e9)).In(locs[g.r.IntN(len(locs))]))
 	case 1:
 		return metav1.NewTime(time.Unix(1_700_000_000+g.r.Int64N(1e6), 0).In(locs[g.r.IntN(len(locs))]))
 	case 2:
