@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
+	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
@@ -59,6 +61,9 @@ func nodeSeries(metric, node string, v float64) series {
 type fakeProm struct {
 	ts     time.Time
 	series []series
+	// unselected are labels whose matchers the fake does not apply, as a
+	// query that does not select on them.
+	unselected []string
 
 	mu      sync.Mutex
 	queries []string
@@ -105,6 +110,9 @@ func (f *fakeProm) eval(q string) (model.Vector, error) {
 	}
 	var ms []matcher
 	for _, m := range matcherRE.FindAllStringSubmatch(q[open+1:end], -1) {
+		if slices.Contains(f.unselected, m[1]) {
+			continue
+		}
 		v, err := strconv.Unquote(m[3])
 		if err != nil {
 			return nil, fmt.Errorf("fake Prometheus: bad string %s: %w", m[3], err)
@@ -182,4 +190,51 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"status": "success",
 		"data":   map[string]any{"resultType": "vector", "result": vec},
 	})
+}
+
+// samplesProm is a fakeProm that is also a prom.SampleQuerier, as the real
+// client is; it records which of Query and QuerySamples was called.
+type samplesProm struct {
+	*fakeProm
+
+	mu                            sync.Mutex
+	queryCalls, querySamplesCalls int
+}
+
+var _ prom.SampleQuerier = (*samplesProm)(nil)
+
+func (f *samplesProm) Query(ctx context.Context, q string, ts time.Time) (model.Vector, error) {
+	f.mu.Lock()
+	f.queryCalls++
+	f.mu.Unlock()
+	return f.fakeProm.Query(ctx, q, ts)
+}
+
+// QuerySamples answers what Query does, with the labels of each sample
+// sorted by name as Prometheus sends them.
+func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) (prom.Samples, error) {
+	f.mu.Lock()
+	f.querySamplesCalls++
+	f.mu.Unlock()
+	vec, err := f.fakeProm.Query(ctx, q, ts)
+	if err != nil {
+		return nil, err
+	}
+	out := make(prom.Samples, len(vec))
+	for i, smp := range vec {
+		lbls := prom.Labels{}
+		for name, value := range smp.Metric {
+			lbls = append(lbls, prom.Label{Name: string(name), Value: string(value)})
+		}
+		slices.SortFunc(lbls, func(a, b prom.Label) int { return strings.Compare(a.Name, b.Name) })
+		out[i] = prom.Sample{Labels: lbls, Value: smp.Value, Timestamp: smp.Timestamp}
+	}
+	return out, nil
+}
+
+// calls returns how many times Query and QuerySamples were called.
+func (f *samplesProm) calls() (query, querySamples int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queryCalls, f.querySamplesCalls
 }

@@ -48,7 +48,9 @@ type SourceConfig struct {
 	// reload); its ResourceRules are used.
 	Rules func() *naming.RuleSet
 	// Querier runs instant queries; pass the *prom.Client, which coalesces
-	// identical concurrent queries and enforces the per-query timeout.
+	// identical concurrent queries and enforces the per-query timeout. A
+	// Querier that is also a prom.SampleQuerier (the *prom.Client is) is
+	// asked for Samples, which decode with no map per sample.
 	Querier prom.Querier
 	// Clock stamps the objects' creationTimestamp, as metrics-server does.
 	// Nil means the real clock.
@@ -292,6 +294,55 @@ func (s *Source) request(namespace string, names []string) naming.ResourceReques
 	return naming.ResourceRequest{Namespace: namespace, Names: slices.Compact(sorted)}
 }
 
+// answer is the vector an instant query returned: Samples when the querier
+// gives them (prom.SampleQuerier, as the *prom.Client does), which decode
+// with no map per sample, else the model.Vector of prom.Querier. It is
+// shared with coalesced callers: read-only. The label values it returns
+// may be kept: they are never rewritten (a Samples value keeps its chunk
+// of the answer alive while kept; here, the container names until the
+// response is written).
+type answer struct {
+	samples prom.Samples
+	vector  model.Vector // when the querier is not a prom.SampleQuerier
+}
+
+// query runs the instant query expr at "now".
+func (s *Source) query(ctx context.Context, expr string) (answer, error) {
+	if sq, ok := s.querier.(prom.SampleQuerier); ok {
+		smps, err := sq.QuerySamples(ctx, expr, time.Time{})
+		return answer{samples: smps}, err
+	}
+	vec, err := s.querier.Query(ctx, expr, time.Time{})
+	return answer{vector: vec}, err
+}
+
+// len returns the number of samples.
+func (a *answer) len() int {
+	if a.vector != nil {
+		return len(a.vector)
+	}
+	return len(a.samples)
+}
+
+// label returns the value of label name of sample i; "" when it has none.
+func (a *answer) label(i int, name string) string {
+	if a.vector != nil {
+		return string(a.vector[i].Metric[model.LabelName(name)])
+	}
+	v, _ := a.samples[i].Labels.Get(name)
+	return v
+}
+
+// point returns the value and timestamp of sample i.
+func (a *answer) point(i int) point {
+	if a.vector != nil {
+		smp := a.vector[i]
+		return point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
+	}
+	smp := &a.samples[i]
+	return point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
+}
+
 // queryContainers runs a rule's containerQuery and groups the samples by pod
 // and container. Samples without a pod label are ignored; a second sample
 // for the same container is ignored (and logged).
@@ -301,29 +352,28 @@ func (s *Source) queryContainers(ctx context.Context, r *naming.ResourceRule, re
 	if err != nil {
 		return nil, &QueryError{Path: path, Namespace: req.Namespace, Err: err}
 	}
-	vec, err := s.querier.Query(ctx, q.Expr, time.Time{})
+	ans, err := s.query(ctx, q.Expr)
 	if err != nil {
 		return nil, &QueryError{Path: path, Namespace: req.Namespace, Err: err}
 	}
-	podLabel := model.LabelName(q.ResourceLabel)
-	containerLabel := model.LabelName(r.ContainerLabel())
-	out := make(containerPoints, len(vec))
+	containerLabel := r.ContainerLabel()
+	out := make(containerPoints, ans.len())
 	dups := 0
-	for _, smp := range vec {
-		pod := string(smp.Metric[podLabel])
+	for i := range ans.len() {
+		pod := ans.label(i, q.ResourceLabel)
 		if pod == "" {
 			continue
 		}
 		container := ""
 		if containerLabel != "" {
-			container = string(smp.Metric[containerLabel])
+			container = ans.label(i, containerLabel)
 		}
 		cs := out[pod]
 		if _, dup := find(cs, container); dup {
 			dups++
 			continue
 		}
-		out[pod] = append(cs, containerPoint{container: container, point: point{value: float64(smp.Value), ts: smp.Timestamp.Time()}})
+		out[pod] = append(cs, containerPoint{container: container, point: ans.point(i)})
 	}
 	if dups > 0 {
 		klog.V(2).InfoS("Resource query returned several samples for the same container; kept the first of each",
@@ -339,15 +389,14 @@ func (s *Source) queryNodes(ctx context.Context, r *naming.ResourceRule, req nam
 	if err != nil {
 		return nil, &QueryError{Path: path, Err: err}
 	}
-	vec, err := s.querier.Query(ctx, q.Expr, time.Time{})
+	ans, err := s.query(ctx, q.Expr)
 	if err != nil {
 		return nil, &QueryError{Path: path, Err: err}
 	}
-	nodeLabel := model.LabelName(q.ResourceLabel)
-	out := make(map[string]point, len(vec))
+	out := make(map[string]point, ans.len())
 	dups := 0
-	for _, smp := range vec {
-		node := string(smp.Metric[nodeLabel])
+	for i := range ans.len() {
+		node := ans.label(i, q.ResourceLabel)
 		if node == "" {
 			continue
 		}
@@ -355,7 +404,7 @@ func (s *Source) queryNodes(ctx context.Context, r *naming.ResourceRule, req nam
 			dups++
 			continue
 		}
-		out[node] = point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
+		out[node] = ans.point(i)
 	}
 	if dups > 0 {
 		klog.V(2).InfoS("Resource query returned several samples for the same node; kept the first of each",

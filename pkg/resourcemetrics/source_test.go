@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"sync"
@@ -56,12 +57,12 @@ func nodeLines(items []metrics.NodeMetrics) []string {
 	return out
 }
 
-func newSource(t *testing.T, fp *fakeProm, maxNames int) *resourcemetrics.Source {
+func newSource(t *testing.T, q prom.Querier, maxNames int) *resourcemetrics.Source {
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
 		Rules:           func() *naming.RuleSet { return rs },
-		Querier:         fp,
+		Querier:         q,
 		Clock:           clocktesting.NewFakePassiveClock(createTime),
 		MaxNamesInQuery: maxNames,
 	})
@@ -71,13 +72,38 @@ func newSource(t *testing.T, fp *fakeProm, maxNames int) *resourcemetrics.Source
 	return s
 }
 
+// forEachQuerier runs test with each form of querier a Source must answer
+// alike from, each over its own fake (fp, whose Queries are the queries
+// sent): the fake itself, which has Query only; the fake as a
+// prom.SampleQuerier, which the Source must ask for Samples only (checked
+// here); and the real client talking to the fake over HTTP.
+func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q prom.Querier)) {
+	t.Run("Query", func(t *testing.T) {
+		fp := newFake()
+		test(t, fp, fp)
+	})
+	t.Run("QuerySamples", func(t *testing.T) {
+		fp := newFake()
+		sp := &samplesProm{fakeProm: fp}
+		test(t, fp, sp)
+		if nq, ns := sp.calls(); nq != 0 || ns != len(fp.Queries()) {
+			t.Errorf("%d Query and %d QuerySamples calls for %d queries, want QuerySamples only", nq, ns, len(fp.Queries()))
+		}
+	})
+	t.Run("prom.Client", func(t *testing.T) {
+		fp := newFake()
+		test(t, fp, newPromClient(t, fp))
+	})
+}
+
 func TestGetPodMetrics(t *testing.T) {
 	nan := math.NaN()
 	tests := []struct {
-		name   string
-		series []series
-		pods   []*metav1.PartialObjectMetadata
-		want   []string
+		name     string
+		series   []series
+		pods     []*metav1.PartialObjectMetadata
+		maxNames int // 0: the default
+		want     []string
 	}{
 		{
 			name: "values as metrics-server formats them, sorted by namespace, pod and container",
@@ -176,6 +202,43 @@ func TestGetPodMetrics(t *testing.T) {
 			want: []string{"a/p c cpu=100m memory=1Ki", "b/p c cpu=300m memory=3Ki"},
 		},
 		{
+			name: "a second sample for the same container is ignored: the first is kept",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c", 0.1),
+				withLabel(podSeries("cpu", "a", "p1", "c", 0.9), "id", "other"),
+				withLabel(podSeries("memory", "a", "p1", "c", 1024), "id", "first"),
+				withLabel(podSeries("memory", "a", "p1", "c", 9999), "id", "second"),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil)},
+			want: []string{"a/p1 c cpu=100m memory=1Ki"},
+		},
+		{
+			name: "a first sample that is NaN is kept: its container is skipped, not replaced by the second",
+			series: []series{
+				podSeries("cpu", "a", "p1", "c", nan),
+				withLabel(podSeries("cpu", "a", "p1", "c", 0.5), "id", "other"),
+				podSeries("memory", "a", "p1", "c", 1024),
+				podSeries("cpu", "a", "p1", "ok", 0.25),
+				podSeries("memory", "a", "p1", "ok", 4096),
+			},
+			pods: []*metav1.PartialObjectMetadata{pod("a", "p1", nil)},
+			want: []string{"a/p1 ok cpu=250m memory=4Ki"},
+		},
+		{
+			name: "samples without a pod label are ignored (a query for every pod of the namespace)",
+			series: []series{
+				{metric: "cpu", labels: map[string]string{"namespace": "a", "container": "c"}, value: 9},
+				{metric: "memory", labels: map[string]string{"namespace": "a", "container": "c"}, value: 9},
+				podSeries("cpu", "a", "p1", "c", 0.1),
+				podSeries("memory", "a", "p1", "c", 1024),
+				podSeries("cpu", "a", "p2", "c", 0.2),
+				podSeries("memory", "a", "p2", "c", 2048),
+			},
+			pods:     []*metav1.PartialObjectMetadata{pod("a", "p1", nil), pod("a", "p2", nil)},
+			maxNames: 1,
+			want:     []string{"a/p1 c cpu=100m memory=1Ki", "a/p2 c cpu=200m memory=2Ki"},
+		},
+		{
 			name:   "no pods",
 			series: []series{podSeries("cpu", "a", "p", "c", 0.1)},
 			want:   nil,
@@ -183,28 +246,38 @@ func TestGetPodMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fp := &fakeProm{ts: sampleTime, series: tc.series}
-			s := newSource(t, fp, 0)
-			got, err := s.GetPodMetrics(context.Background(), tc.pods)
-			if err != nil {
-				t.Fatalf("GetPodMetrics: %v", err)
-			}
-			if diff := cmp.Diff(tc.want, podLines(got)); diff != "" {
-				t.Errorf("pod metrics (-want +got):\n%s", diff)
-			}
-			for _, pm := range got {
-				if !pm.Timestamp.Time.Equal(sampleTime) {
-					t.Errorf("%s/%s timestamp = %v, want the samples' %v", pm.Namespace, pm.Name, pm.Timestamp, sampleTime)
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series} }, func(t *testing.T, _ *fakeProm, q prom.Querier) {
+				s := newSource(t, q, tc.maxNames)
+				got, err := s.GetPodMetrics(context.Background(), tc.pods)
+				if err != nil {
+					t.Fatalf("GetPodMetrics: %v", err)
 				}
-				if pm.Window.Duration != 5*time.Minute {
-					t.Errorf("%s/%s window = %v, want 5m", pm.Namespace, pm.Name, pm.Window.Duration)
+				if diff := cmp.Diff(tc.want, podLines(got)); diff != "" {
+					t.Errorf("pod metrics (-want +got):\n%s", diff)
 				}
-				if !pm.CreationTimestamp.Time.Equal(createTime) {
-					t.Errorf("%s/%s creationTimestamp = %v, want the clock's %v", pm.Namespace, pm.Name, pm.CreationTimestamp, createTime)
+				for _, pm := range got {
+					if !pm.Timestamp.Time.Equal(sampleTime) {
+						t.Errorf("%s/%s timestamp = %v, want the samples' %v", pm.Namespace, pm.Name, pm.Timestamp, sampleTime)
+					}
+					if pm.Window.Duration != 5*time.Minute {
+						t.Errorf("%s/%s window = %v, want 5m", pm.Namespace, pm.Name, pm.Window.Duration)
+					}
+					if !pm.CreationTimestamp.Time.Equal(createTime) {
+						t.Errorf("%s/%s creationTimestamp = %v, want the clock's %v", pm.Namespace, pm.Name, pm.CreationTimestamp, createTime)
+					}
 				}
-			}
+			})
 		})
 	}
+}
+
+// withLabel returns s with one more label (not one the queries group by:
+// the group it falls into is the same, so it is a second sample there).
+func withLabel(s series, name, value string) series {
+	lbls := maps.Clone(s.labels)
+	lbls[name] = value
+	s.labels = lbls
+	return s
 }
 
 func TestGetPodMetricsCopiesLabels(t *testing.T) {
@@ -263,20 +336,21 @@ func TestPodQueries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fp := &fakeProm{ts: sampleTime, series: ss}
-			s := newSource(t, fp, tc.maxNames)
-			got, err := s.GetPodMetrics(context.Background(), pods)
-			if err != nil {
-				t.Fatalf("GetPodMetrics: %v", err)
-			}
-			if len(got) != 5 {
-				t.Errorf("got %d pods, want the 5 with samples", len(got))
-			}
-			q := fp.Queries()
-			sortStrings(q)
-			if diff := cmp.Diff(tc.want, q); diff != "" {
-				t.Errorf("queries (-want +got):\n%s", diff)
-			}
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: ss} }, func(t *testing.T, fp *fakeProm, q prom.Querier) {
+				s := newSource(t, q, tc.maxNames)
+				got, err := s.GetPodMetrics(context.Background(), pods)
+				if err != nil {
+					t.Fatalf("GetPodMetrics: %v", err)
+				}
+				if len(got) != 5 {
+					t.Errorf("got %d pods, want the 5 with samples", len(got))
+				}
+				queries := fp.Queries()
+				sortStrings(queries)
+				if diff := cmp.Diff(tc.want, queries); diff != "" {
+					t.Errorf("queries (-want +got):\n%s", diff)
+				}
+			})
 		})
 	}
 }
@@ -290,62 +364,139 @@ func sortStrings(s []string) {
 }
 
 func TestGetNodeMetrics(t *testing.T) {
-	fp := &fakeProm{ts: sampleTime, series: []series{
-		nodeSeries("cpu", "n2", 1.5),
-		nodeSeries("memory", "n2", 8<<30),
-		nodeSeries("cpu", "n1", 0.487558164),
-		nodeSeries("memory", "n1", 749785088),
-		nodeSeries("cpu", "no-memory", 1),
-		nodeSeries("cpu", "nan", math.NaN()),
-		nodeSeries("memory", "nan", 1),
-		nodeSeries("cpu", "unasked", 1),
-		nodeSeries("memory", "unasked", 1),
-	}}
-	s := newSource(t, fp, 0)
-	got, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n2"), node("n1"), node("no-memory"), node("nan"), node("absent")})
-	if err != nil {
-		t.Fatalf("GetNodeMetrics: %v", err)
+	tests := []struct {
+		name     string
+		series   []series
+		nodes    []*metav1.PartialObjectMetadata
+		maxNames int // 0: the default
+		// unselected: see fakeProm.
+		unselected []string
+		want       []string
+		// wantQueries, when set, are the queries sent, sorted.
+		wantQueries []string
+	}{
+		{
+			name: "nodes with both samples, sorted; a missing or NaN sample leaves the node out",
+			series: []series{
+				nodeSeries("cpu", "n2", 1.5),
+				nodeSeries("memory", "n2", 8<<30),
+				nodeSeries("cpu", "n1", 0.487558164),
+				nodeSeries("memory", "n1", 749785088),
+				nodeSeries("cpu", "no-memory", 1),
+				nodeSeries("cpu", "nan", math.NaN()),
+				nodeSeries("memory", "nan", 1),
+				nodeSeries("cpu", "inf", math.Inf(1)),
+				nodeSeries("memory", "inf", 1),
+				nodeSeries("cpu", "unasked", 1),
+				nodeSeries("memory", "unasked", 1),
+			},
+			nodes: []*metav1.PartialObjectMetadata{node("n2"), node("n1"), node("no-memory"), node("nan"), node("inf"), node("absent")},
+			want:  []string{"n1 cpu=487558164n memory=732212Ki", "n2 cpu=1500m memory=8Gi"},
+			wantQueries: []string{
+				`sum(container_memory_working_set_bytes{node=~"absent|inf|n1|n2|nan|no-memory", id="/"}) by (node)`,
+				`sum(rate(container_cpu_usage_seconds_total{node=~"absent|inf|n1|n2|nan|no-memory", id="/"}[5m])) by (node)`,
+			},
+		},
+		{
+			name: "a second sample for the same node is ignored: the first is kept",
+			series: []series{
+				nodeSeries("cpu", "n1", 0.5),
+				withLabel(nodeSeries("cpu", "n1", 3), "instance", "other"),
+				nodeSeries("memory", "n1", 1<<30),
+				withLabel(nodeSeries("memory", "n1", 5<<30), "instance", "other"),
+			},
+			nodes: []*metav1.PartialObjectMetadata{node("n1")},
+			want:  []string{"n1 cpu=500m memory=1Gi"},
+		},
+		{
+			name: "a first sample that is NaN is kept: the node is left out, not answered from the second",
+			series: []series{
+				nodeSeries("cpu", "n1", math.NaN()),
+				withLabel(nodeSeries("cpu", "n1", 3), "instance", "other"),
+				nodeSeries("memory", "n1", 1<<30),
+				nodeSeries("cpu", "n2", 1),
+				nodeSeries("memory", "n2", 1<<30),
+			},
+			nodes: []*metav1.PartialObjectMetadata{node("n1"), node("n2")},
+			want:  []string{"n2 cpu=1 memory=1Gi"},
+		},
+		{
+			// The node!="" matcher of a query for every node keeps them out;
+			// a hand-written nodeQuery may not.
+			name: "samples without a node label are ignored",
+			series: []series{
+				{metric: "cpu", labels: map[string]string{"id": "/"}, value: 7},
+				{metric: "memory", labels: map[string]string{"id": "/"}, value: 7},
+				nodeSeries("cpu", "n1", 1),
+				nodeSeries("memory", "n1", 1<<30),
+				nodeSeries("cpu", "n2", 2),
+				nodeSeries("memory", "n2", 2<<30),
+			},
+			nodes:      []*metav1.PartialObjectMetadata{node("n1"), node("n2")},
+			maxNames:   1,
+			unselected: []string{"node"},
+			want:       []string{"n1 cpu=1 memory=1Gi", "n2 cpu=2 memory=2Gi"},
+		},
 	}
-	want := []string{"n1 cpu=487558164n memory=732212Ki", "n2 cpu=1500m memory=8Gi"}
-	if diff := cmp.Diff(want, nodeLines(got)); diff != "" {
-		t.Errorf("node metrics (-want +got):\n%s", diff)
-	}
-	for _, nm := range got {
-		if !nm.Timestamp.Time.Equal(sampleTime) || nm.Window.Duration != 5*time.Minute {
-			t.Errorf("%s: timestamp %v window %v, want %v and 5m", nm.Name, nm.Timestamp, nm.Window, sampleTime)
-		}
-		if nm.Labels["kubernetes.io/hostname"] != nm.Name {
-			t.Errorf("%s: labels %v not copied from the node", nm.Name, nm.Labels)
-		}
-	}
-	wantQueries := []string{
-		`sum(container_memory_working_set_bytes{node=~"absent|n1|n2|nan|no-memory", id="/"}) by (node)`,
-		`sum(rate(container_cpu_usage_seconds_total{node=~"absent|n1|n2|nan|no-memory", id="/"}[5m])) by (node)`,
-	}
-	q := fp.Queries()
-	sortStrings(q)
-	if diff := cmp.Diff(wantQueries, q); diff != "" {
-		t.Errorf("queries (-want +got):\n%s", diff)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series, unselected: tc.unselected} }, func(t *testing.T, fp *fakeProm, q prom.Querier) {
+				s := newSource(t, q, tc.maxNames)
+				got, err := s.GetNodeMetrics(context.Background(), tc.nodes)
+				if err != nil {
+					t.Fatalf("GetNodeMetrics: %v", err)
+				}
+				if diff := cmp.Diff(tc.want, nodeLines(got)); diff != "" {
+					t.Errorf("node metrics (-want +got):\n%s", diff)
+				}
+				for _, nm := range got {
+					if !nm.Timestamp.Time.Equal(sampleTime) || nm.Window.Duration != 5*time.Minute {
+						t.Errorf("%s: timestamp %v window %v, want %v and 5m", nm.Name, nm.Timestamp, nm.Window, sampleTime)
+					}
+					if nm.Labels["kubernetes.io/hostname"] != nm.Name {
+						t.Errorf("%s: labels %v not copied from the node", nm.Name, nm.Labels)
+					}
+				}
+				if tc.wantQueries != nil {
+					queries := fp.Queries()
+					sortStrings(queries)
+					if diff := cmp.Diff(tc.wantQueries, queries); diff != "" {
+						t.Errorf("queries (-want +got):\n%s", diff)
+					}
+				}
+			})
+		})
 	}
 }
 
 func TestSourceErrors(t *testing.T) {
 	promErr := &prom.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
-	t.Run("a Prometheus error is an error, never an empty answer", func(t *testing.T) {
-		fp := &fakeProm{ts: sampleTime, err: promErr}
-		s := newSource(t, fp, 0)
-		_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
-		var qe *resourcemetrics.QueryError
-		if !errors.As(err, &qe) || !errors.Is(err, promErr) {
-			t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
-		}
-		if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
-			t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
-		}
-		if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
-			t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
-		}
-	})
+	for _, kind := range []string{"Query", "QuerySamples"} {
+		t.Run("a Prometheus error is an error, never an empty answer: "+kind, func(t *testing.T) {
+			fp := &fakeProm{ts: sampleTime, err: promErr}
+			var q prom.Querier = fp
+			if kind == "QuerySamples" {
+				q = &samplesProm{fakeProm: fp}
+			}
+			s := newSource(t, q, 0)
+			_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
+			var qe *resourcemetrics.QueryError
+			if !errors.As(err, &qe) || !errors.Is(err, promErr) {
+				t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
+			}
+			if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
+				t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
+			}
+			if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
+				t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
+			}
+			if sp, ok := q.(*samplesProm); ok {
+				if nq, ns := sp.calls(); nq != 0 || ns == 0 {
+					t.Errorf("%d Query and %d QuerySamples calls, want QuerySamples only", nq, ns)
+				}
+			}
+		})
+	}
 	t.Run("no resourceRules", func(t *testing.T) {
 		rs := compileRules(t, "rules: []\n")
 		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
