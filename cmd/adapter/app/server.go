@@ -18,13 +18,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/apiencode"
+	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -216,6 +219,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the API server: %w", err)
 	}
+	cacheClientCertVerification(apiConfig.GenericConfig, o.ClientCertCacheTTL)
 	// Connections remember when they last read bytes: the arrival time of
 	// their requests for coalescing (stampArrival).
 	var reads *readStamps
@@ -352,5 +356,32 @@ func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
 		api := apiOf(r.URL.Path)
 		m.APIRequests.WithLabelValues(api, strconv.Itoa(code)).Inc()
 		m.APIRequestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
+	})
+}
+
+// cacheClientCertVerification puts certauth's fast path in front of the
+// library's authenticator: a client certificate chain that verified is not
+// verified again on every request for ttl. Without a clear client CA (see
+// certauth.ClientCA) or with ttl 0, the library's authenticator is kept
+// alone.
+func cacheClientCertVerification(gc *genericapiserver.Config, ttl time.Duration) {
+	auth := &gc.Authentication
+	if ttl <= 0 || auth.Authenticator == nil || gc.SecureServing == nil {
+		return
+	}
+	var requestHeaderCA dynamiccertificates.CAContentProvider
+	if auth.RequestHeaderConfig != nil {
+		requestHeaderCA = auth.RequestHeaderConfig.CAContentProvider
+	}
+	clientCA, ok := certauth.ClientCA(gc.SecureServing.ClientCA, requestHeaderCA)
+	if !ok {
+		klog.InfoS("Client certificates are verified on every request: the serving CA providers are not the client CA and front-proxy CA the library builds")
+		return
+	}
+	auth.Authenticator = certauth.NewAuthenticator(certauth.Config{
+		RequestHeader: auth.RequestHeaderConfig,
+		ClientCA:      clientCA,
+		Fallback:      auth.Authenticator,
+		Cache:         certauth.NewCache(clock.RealClock{}, ttl),
 	})
 }

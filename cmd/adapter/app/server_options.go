@@ -11,6 +11,7 @@ import (
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
 
+	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/discovery"
@@ -47,6 +48,10 @@ type ServerOptions struct {
 	// DisableHTTP2 serves HTTP/1.1 only (prometheus-adapter's mitigation for
 	// HTTP/2 rapid reset, CVE-2023-44487).
 	DisableHTTP2 bool
+	// ClientCertCacheTTL is how long a client certificate chain that
+	// verified is trusted without verifying it again (certauth); zero
+	// verifies on every request, as the library does.
+	ClientCertCacheTTL time.Duration
 
 	// NewProviders builds the metrics providers. NewServerOptions sets the
 	// default; tests replace it with fakes.
@@ -66,6 +71,7 @@ func NewServerOptions() *ServerOptions {
 		RelistInterval:       time.Minute,
 		DiscoveryStrategy:    discovery.StrategyLabels.String(),
 		ConfigReloadInterval: reload.DefaultInterval,
+		ClientCertCacheTTL:   certauth.DefaultTTL,
 		NewProviders:         defaultProviders,
 	}
 }
@@ -91,6 +97,9 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"How often the --config file is checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
 	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
 		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487); prometheus-adapter's name for --disable-http2-serving.")
+	fs.DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
+		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
+			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
 
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -123,6 +132,9 @@ func (o *ServerOptions) Validate() []error {
 	}
 	if o.ConfigReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("--config-reload-interval %v: must not be negative (0 disables reloading)", o.ConfigReloadInterval))
+	}
+	if o.ClientCertCacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("--client-cert-verify-cache-ttl %v: must not be negative (0 verifies on every request)", o.ClientCertCacheTTL))
 	}
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))

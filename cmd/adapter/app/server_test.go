@@ -640,13 +640,14 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				"--metrics-relist-interval=0s",
 				"--metrics-max-age=-1m",
 				"--config-reload-interval=-5s",
+				"--client-cert-verify-cache-ttl=-1s",
 				"--client-qps=-1",
 			},
 			want: []string{
 				"--secure-port",
 				"--prometheus-url", "--prometheus-verb", "--prometheus-header[0]",
 				"--config: required",
-				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-qps",
+				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-cert-verify-cache-ttl", "--client-qps",
 			},
 		},
 		{
