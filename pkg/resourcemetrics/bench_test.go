@@ -96,10 +96,45 @@ func (s staticQuerier) Query(_ context.Context, q string, _ time.Time) (model.Ve
 	return v, nil
 }
 
+// staticSampleQuerier is a staticQuerier that is also a prom.SampleQuerier,
+// as the real client is, answering the same vectors as Samples.
+type staticSampleQuerier struct {
+	staticQuerier
+	samples map[string]prom.Samples
+}
+
+func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (prom.Samples, error) {
+	v, ok := s.samples[q]
+	if !ok {
+		return nil, fmt.Errorf("no answer for %q", q)
+	}
+	return v, nil
+}
+
 // BenchmarkOverheadPodMetrics10k: Source alone over 10,000 pods in 100
 // namespaces (rendering 200 queries, grouping 40,000 samples, building
-// 10,000 PodMetrics), with a static querier.
+// 10,000 PodMetrics), with a static querier that has Query only (a
+// model.Vector per answer).
 func BenchmarkOverheadPodMetrics10k(b *testing.B) {
+	benchOverheadPodMetrics10k(b, func(static staticQuerier) prom.Querier { return static })
+}
+
+// BenchmarkOverheadPodMetrics10kSamples: BenchmarkOverheadPodMetrics10k
+// with a static querier that is also a prom.SampleQuerier (Samples per
+// answer), as the real client is.
+func BenchmarkOverheadPodMetrics10kSamples(b *testing.B) {
+	benchOverheadPodMetrics10k(b, func(static staticQuerier) prom.Querier {
+		sq := staticSampleQuerier{staticQuerier: static, samples: make(map[string]prom.Samples, len(static))}
+		for q, vec := range static {
+			sq.samples[q] = toSamples(vec)
+		}
+		return sq
+	})
+}
+
+// benchOverheadPodMetrics10k measures Source alone with the querier
+// querier makes of static, the answers of the queries for 10,000 pods.
+func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier) prom.Querier) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := &fakeProm{ts: fp.ts, series: fp.series}
@@ -115,7 +150,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	for _, q := range rec.Queries() {
 		static[q], _ = fp.eval(q)
 	}
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: static})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: querier(static)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +167,8 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 }
 
 // BenchmarkSourcePodMetrics10k: the metrics of 10,000 pods in 100
-// namespaces (200 Prometheus queries through the real client).
+// namespaces (200 Prometheus queries through the real client, which is a
+// prom.SampleQuerier: its compact decoding is measured).
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)

@@ -210,8 +210,7 @@ func (f *samplesProm) Query(ctx context.Context, q string, ts time.Time) (model.
 	return f.fakeProm.Query(ctx, q, ts)
 }
 
-// QuerySamples answers what Query does, with the labels of each sample
-// sorted by name as Prometheus sends them.
+// QuerySamples answers what Query does, as Samples (see toSamples).
 func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) (prom.Samples, error) {
 	f.mu.Lock()
 	f.querySamplesCalls++
@@ -220,6 +219,12 @@ func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	return toSamples(vec), nil
+}
+
+// toSamples returns vec as Samples, with the labels of each sample sorted
+// by name as Prometheus sends them.
+func toSamples(vec model.Vector) prom.Samples {
 	out := make(prom.Samples, len(vec))
 	for i, smp := range vec {
 		lbls := prom.Labels{}
@@ -229,7 +234,7 @@ func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) 
 		slices.SortFunc(lbls, func(a, b prom.Label) int { return strings.Compare(a.Name, b.Name) })
 		out[i] = prom.Sample{Labels: lbls, Value: smp.Value, Timestamp: smp.Timestamp}
 	}
-	return out, nil
+	return out
 }
 
 // calls returns how many times Query and QuerySamples were called.
