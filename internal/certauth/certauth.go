@@ -89,16 +89,22 @@ func NewCache(clk clock.PassiveClock, ttl time.Duration) *Cache {
 // while now is within every certificate's validity period. Failures are
 // not remembered.
 func (c *Cache) Verify(certs []*x509.Certificate, opts x509.VerifyOptions) ([][]*x509.Certificate, error) {
+	chains, _, err := c.verifyKept(certs, opts)
+	return chains, err
+}
+
+// verifyKept is Verify also saying whether the chains were kept ones.
+func (c *Cache) verifyKept(certs []*x509.Certificate, opts x509.VerifyOptions) (chains [][]*x509.Certificate, kept bool, err error) {
 	now := c.clock.Now()
 	if len(certs) == 0 {
-		return nil, errors.New("no certificate")
+		return nil, false, errors.New("no certificate")
 	}
 	key := cacheKey{chain: chainDigest(certs), roots: opts.Roots, usages: fmt.Sprint(opts.KeyUsages)}
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()
 	if ok && now.Before(e.expires) && !now.Before(e.notBefore) && !now.After(e.notAfter) {
-		return e.chains, nil
+		return e.chains, true, nil
 	}
 	if opts.Intermediates == nil && len(certs) > 1 {
 		opts.Intermediates = x509.NewCertPool()
@@ -107,9 +113,9 @@ func (c *Cache) Verify(certs []*x509.Certificate, opts x509.VerifyOptions) ([][]
 		}
 	}
 	opts.CurrentTime = now
-	chains, err := c.verify(certs[0], opts)
+	chains, err = c.verify(certs[0], opts)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	e = &entry{chains: chains, expires: now.Add(c.ttl)}
 	for i, chain := range chains {
@@ -135,7 +141,7 @@ func (c *Cache) Verify(certs []*x509.Certificate, opts x509.VerifyOptions) ([][]
 	}
 	c.entries[key] = e
 	c.mu.Unlock()
-	return chains, nil
+	return chains, false, nil
 }
 
 // Len returns how many verifications are kept.
@@ -171,7 +177,23 @@ type Config struct {
 	// the fast path does not.
 	Fallback authenticator.Request
 	Cache    *Cache
+	// Observe, if set, is told how each request presenting a client
+	// certificate was authenticated.
+	Observe func(Result)
 }
+
+// Result is how a request presenting a client certificate was
+// authenticated.
+type Result string
+
+const (
+	// Cached: by the fast path, with a chain verified earlier.
+	Cached Result = "cached"
+	// Verified: by the fast path, after verifying the chain.
+	Verified Result = "verified"
+	// Library: by the library's authenticator (whatever it answered).
+	Library Result = "library"
+)
 
 // NewAuthenticator returns cfg.Fallback with the fast path in front.
 func NewAuthenticator(cfg Config) authenticator.Request {
@@ -179,55 +201,78 @@ func NewAuthenticator(cfg Config) authenticator.Request {
 	if rh := cfg.RequestHeader; rh != nil {
 		f.headers = headerrequest.NewDynamic(rh.UsernameHeaders, rh.UIDHeaders, rh.GroupHeaders, rh.ExtraHeaderPrefixes)
 	}
-	return &withFallback{fast: group.NewAuthenticatedGroupAdder(f), fallback: cfg.Fallback}
+	observe := cfg.Observe
+	if observe == nil {
+		observe = func(Result) {}
+	}
+	return &withFallback{fast: f, fallback: cfg.Fallback, observe: observe}
 }
 
 type withFallback struct {
-	fast, fallback authenticator.Request
+	fast     *fastPath
+	fallback authenticator.Request
+	observe  func(Result)
 }
 
 func (a *withFallback) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
-	if req.TLS != nil && len(req.TLS.PeerCertificates) > 0 {
-		if resp, ok, err := a.fast.AuthenticateRequest(req); err == nil && ok {
-			return resp, true, nil
-		}
+	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
+		return a.fallback.AuthenticateRequest(req)
 	}
-	return a.fallback.AuthenticateRequest(req)
+	resp, kept, ok := a.fast.authenticate(req)
+	if !ok {
+		a.observe(Library)
+		return a.fallback.AuthenticateRequest(req)
+	}
+	if kept {
+		a.observe(Cached)
+	} else {
+		a.observe(Verified)
+	}
+	// As the library's delegating authenticator does to its union's answer.
+	return group.NewAuthenticatedGroupAdder(answer{resp}).AuthenticateRequest(req)
+}
+
+// answer is an authenticator giving one response.
+type answer struct{ resp *authenticator.Response }
+
+func (a answer) AuthenticateRequest(*http.Request) (*authenticator.Response, bool, error) {
+	return a.resp, true, nil
 }
 
 // fastPath is the library's front-proxy verifier and x509 authenticator,
 // in the library's order, with verifications from the cache. It answers
-// only successes; (nil, false, nil) sends the request to the fallback.
+// only successes (ok), and whether the chain it took was a kept one; the
+// rest goes to the fallback.
 type fastPath struct {
 	cfg     Config
 	headers authenticator.Request
 }
 
-func (f *fastPath) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
+func (f *fastPath) authenticate(req *http.Request) (resp *authenticator.Response, kept, ok bool) {
 	certs := req.TLS.PeerCertificates
 	if rh := f.cfg.RequestHeader; rh != nil && rh.CAContentProvider != nil {
 		if opts, ok := rh.CAContentProvider.VerifyOptions(); ok {
-			if _, err := f.cfg.Cache.Verify(certs, opts); err == nil && allowedName(certs[0].Subject.CommonName, rh.AllowedClientNames) {
+			if _, kept, err := f.cfg.Cache.verifyKept(certs, opts); err == nil && allowedName(certs[0].Subject.CommonName, rh.AllowedClientNames) {
 				if resp, ok, err := f.headers.AuthenticateRequest(req); err == nil && ok {
-					return resp, true, nil
+					return resp, kept, true
 				}
 			}
 		}
 	}
 	if f.cfg.ClientCA != nil {
 		if opts, ok := f.cfg.ClientCA.VerifyOptions(); ok {
-			chains, err := f.cfg.Cache.Verify(certs, opts)
+			chains, kept, err := f.cfg.Cache.verifyKept(certs, opts)
 			if err != nil {
-				return nil, false, nil
+				return nil, false, false
 			}
 			for _, chain := range chains {
 				if resp, ok, err := x509request.CommonNameUserConversion.User(chain); err == nil && ok {
-					return resp, true, nil
+					return resp, kept, true
 				}
 			}
 		}
 	}
-	return nil, false, nil
+	return nil, false, false
 }
 
 // allowedName is the library's front-proxy name check: any name when the

@@ -226,10 +226,13 @@ func TestAuthenticator(t *testing.T) {
 		Fallback      int
 		Verifications int32
 		HeadersLeft   []string
+		Result        Result
 	}
 	cache, clk, verifications := countingCache(time.Minute)
 	fallback := &recorder{}
-	a := NewAuthenticator(Config{RequestHeader: rh, ClientCA: clientCAProvider, Fallback: fallback, Cache: cache})
+	var results []Result
+	a := NewAuthenticator(Config{RequestHeader: rh, ClientCA: clientCAProvider, Fallback: fallback, Cache: cache,
+		Observe: func(r Result) { results = append(results, r) }})
 	steps := []struct {
 		name    string
 		certs   []*x509.Certificate
@@ -240,31 +243,31 @@ func TestAuthenticator(t *testing.T) {
 		{name: "client certificate", certs: []*x509.Certificate{admin},
 			// The front-proxy CA is tried first (a failed verification,
 			// not kept), then the client CA.
-			want: got{User: "admin", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(admin), Verifications: 2}},
+			want: got{Result: Verified, User: "admin", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(admin), Verifications: 2}},
 		{name: "same certificate again: no signature verified", certs: []*x509.Certificate{admin},
-			want: got{User: "admin", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(admin), Verifications: 1}},
+			want: got{Result: Cached, User: "admin", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(admin), Verifications: 1}},
 		{name: "front proxy with user headers", certs: []*x509.Certificate{proxy},
 			headers: map[string]string{"X-Remote-User": "jane", "X-Remote-Group": "dev", "X-Remote-Extra-Scopes": "a"},
-			want:    got{User: "jane", Groups: []string{"dev", "system:authenticated"}, Extra: map[string][]string{"scopes": {"a"}}, Verifications: 1}},
+			want:    got{Result: Verified, User: "jane", Groups: []string{"dev", "system:authenticated"}, Extra: map[string][]string{"scopes": {"a"}}, Verifications: 1}},
 		{name: "front proxy again: kept", certs: []*x509.Certificate{proxy},
 			headers: map[string]string{"X-Remote-User": "joe"},
-			want:    got{User: "joe", Groups: []string{"system:authenticated"}}},
+			want:    got{Result: Cached, User: "joe", Groups: []string{"system:authenticated"}}},
 		{name: "front proxy without user headers goes to the library", certs: []*x509.Certificate{proxy},
-			want: got{Fallback: 1, Verifications: 1}},
+			want: got{Result: Library, Fallback: 1, Verifications: 1}},
 		{name: "front-proxy CA but a name not allowed goes to the library", certs: []*x509.Certificate{otherProxy},
 			headers: map[string]string{"X-Remote-User": "jane"},
-			want:    got{Fallback: 1, Verifications: 2, HeadersLeft: []string{"X-Remote-User"}}},
+			want:    got{Result: Library, Fallback: 1, Verifications: 2, HeadersLeft: []string{"X-Remote-User"}}},
 		{name: "unknown CA goes to the library", certs: []*x509.Certificate{stranger},
-			want: got{Fallback: 1, Verifications: 2}},
+			want: got{Result: Library, Fallback: 1, Verifications: 2}},
 		{name: "no certificate goes to the library", want: got{Fallback: 1}},
 		{name: "client CA bundle replaced: verified again, and refused", certs: []*x509.Certificate{admin},
 			before: func() { clientCAProvider.CAContentProvider = staticCA(t, "client-ca", otherCA) },
-			want:   got{Fallback: 1, Verifications: 2}},
+			want:   got{Result: Library, Fallback: 1, Verifications: 2}},
 		{name: "a certificate of the new CA", certs: []*x509.Certificate{stranger},
-			want: got{User: "mallory", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(stranger), Verifications: 2}},
+			want: got{Result: Verified, User: "mallory", Groups: []string{"system:authenticated", "system:masters"}, Extra: credential(stranger), Verifications: 2}},
 		{name: "past the certificate's end goes to the library", certs: []*x509.Certificate{stranger},
 			before: func() { clk.SetTime(t0.Add(48 * time.Hour)) },
-			want:   got{Fallback: 1, Verifications: 2}},
+			want:   got{Result: Library, Fallback: 1, Verifications: 2}},
 	}
 	for _, st := range steps {
 		if st.before != nil {
@@ -278,8 +281,15 @@ func TestAuthenticator(t *testing.T) {
 			req.Header.Set(k, v)
 		}
 		fallbacks, before := fallback.calls, verifications.Load()
+		results = results[:0]
 		resp, ok, err := a.AuthenticateRequest(req)
 		g := got{Fallback: fallback.calls - fallbacks, Verifications: verifications.Load() - before}
+		if len(results) > 1 {
+			t.Errorf("%s: observed %v, want at most one result", st.name, results)
+		}
+		if len(results) == 1 {
+			g.Result = results[0]
+		}
 		if ok && err == nil {
 			g.User = resp.User.GetName()
 			g.Groups = append([]string(nil), resp.User.GetGroups()...)

@@ -109,6 +109,11 @@ type Metrics struct {
 	// seconds. Labels: api.
 	APIRequestDuration *prometheus.HistogramVec
 
+	// ClientCertAuthentications counts requests presenting a client
+	// certificate by how they were authenticated (certauth.Result: cached,
+	// verified, library). Labels: result.
+	ClientCertAuthentications *prometheus.CounterVec
+
 	// ConfigReloads counts configuration reload attempts. Labels: outcome.
 	ConfigReloads *prometheus.CounterVec
 	// ConfigLastReloadSuccessful is 1 when the last reload attempt succeeded
@@ -176,6 +181,10 @@ func New() *Metrics {
 			Help:    "Duration of requests served by the API server by metrics API.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 		}, []string{"api"}),
+		ClientCertAuthentications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "api", Name: "client_cert_authentications_total",
+			Help: "Requests presenting a client certificate by how they were authenticated: cached (a chain verified earlier, --client-cert-verify-cache-ttl), verified (its signatures verified now), library (left to the API server library's authenticator).",
+		}, []string{"result"}),
 		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
 			Help: "Configuration reload attempts by outcome.",
@@ -198,7 +207,7 @@ func New() *Metrics {
 		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryLastSuccess,
 		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.MetricConflicts,
 		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
-		m.APIRequests, m.APIRequestDuration,
+		m.APIRequests, m.APIRequestDuration, m.ClientCertAuthentications,
 		m.ConfigReloads, m.ConfigLastReloadSuccessful, m.ConfigLastReloadSuccess,
 	)
 	return m

@@ -21,6 +21,7 @@ func TestNewRegistersEveryMetric(t *testing.T) {
 	m.CacheHits.WithLabelValues(EndpointQuery).Inc()
 	m.APIRequests.WithLabelValues(APICustom, "200").Inc()
 	m.APIRequestDuration.WithLabelValues(APICustom).Observe(0.001)
+	m.ClientCertAuthentications.WithLabelValues("cached").Inc()
 
 	mfs, err := m.Registry.Gather()
 	if err != nil {
@@ -32,6 +33,7 @@ func TestNewRegistersEveryMetric(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
+		"promscaler_api_client_cert_authentications_total",
 		"promscaler_api_request_duration_seconds",
 		"promscaler_api_requests_total",
 		"promscaler_config_last_reload_success_timestamp_seconds",

@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +107,71 @@ func TestSecurity(t *testing.T) {
 			})
 		})
 	}
+
+	// A client certificate on the adapter's own port authenticates as its
+	// common name, never as forged front-proxy headers, also when its
+	// verification is kept (certauth): 3 requests, the first verified, the
+	// others from the kept verification, as the adapter's metrics say. Had
+	// the headers been honoured, "nobody" would get a 403.
+	t.Run("adapter port: client certificate, kept verification, forged headers ignored", func(t *testing.T) {
+		cert, err := tls.X509KeyPair(env.PKI.Admin.CertPEM, env.PKI.Admin.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}, //nolint:gosec // loopback test server
+		}}
+		defer hc.CloseIdleConnections()
+		get := func(path string, forged bool) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if forged {
+				req.Header.Set("X-Remote-User", "nobody")
+				req.Header.Set("X-Remote-Group", "nogroup")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+			return resp.StatusCode, string(body)
+		}
+		results := func() map[string]float64 {
+			code, body := get("/metrics", false)
+			if code != http.StatusOK {
+				t.Fatalf("adapter /metrics = HTTP %d", code)
+			}
+			out := map[string]float64{}
+			for _, line := range strings.Split(body, "\n") {
+				for _, r := range []string{"cached", "verified", "library"} {
+					prefix := `promscaler_api_client_cert_authentications_total{result="` + r + `"} `
+					if v, ok := strings.CutPrefix(line, prefix); ok {
+						f, err := strconv.ParseFloat(v, 64)
+						if err != nil {
+							t.Fatalf("%s: %v", line, err)
+						}
+						out[r] = f
+					}
+				}
+			}
+			return out
+		}
+		before := results()
+		for i := range 3 {
+			if code, body := get(path, true); code != http.StatusOK {
+				t.Errorf("request %d with the admin certificate and forged headers = HTTP %d (%.200s), want 200 as the certificate's user", i+1, code, body)
+			}
+		}
+		after := results()
+		if cached := after["cached"] - before["cached"]; cached < 3 {
+			// The /metrics requests count too: at least the 3 above and
+			// the second /metrics read are answered from a kept one.
+			t.Errorf("kept verifications used: %v more (before %v, after %v), want at least 3", cached, before, after)
+		}
+	})
 
 	t.Run("adapter port refuses direct clients", func(t *testing.T) {
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{

@@ -219,7 +219,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuring the API server: %w", err)
 	}
-	cacheClientCertVerification(apiConfig.GenericConfig, o.ClientCertCacheTTL)
+	cacheClientCertVerification(apiConfig.GenericConfig, o.ClientCertCacheTTL, c.Metrics)
 	// Connections remember when they last read bytes: the arrival time of
 	// their requests for coalescing (stampArrival).
 	var reads *readStamps
@@ -364,7 +364,7 @@ func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
 // verified again on every request for ttl. Without a clear client CA (see
 // certauth.ClientCA) or with ttl 0, the library's authenticator is kept
 // alone.
-func cacheClientCertVerification(gc *genericapiserver.Config, ttl time.Duration) {
+func cacheClientCertVerification(gc *genericapiserver.Config, ttl time.Duration, m *metrics.Metrics) {
 	auth := &gc.Authentication
 	if ttl <= 0 || auth.Authenticator == nil || gc.SecureServing == nil {
 		return
@@ -378,10 +378,15 @@ func cacheClientCertVerification(gc *genericapiserver.Config, ttl time.Duration)
 		klog.InfoS("Client certificates are verified on every request: the serving CA providers are not the client CA and front-proxy CA the library builds")
 		return
 	}
+	counts := make(map[certauth.Result]prometheus.Counter)
+	for _, r := range []certauth.Result{certauth.Cached, certauth.Verified, certauth.Library} {
+		counts[r] = m.ClientCertAuthentications.WithLabelValues(string(r))
+	}
 	auth.Authenticator = certauth.NewAuthenticator(certauth.Config{
 		RequestHeader: auth.RequestHeaderConfig,
 		ClientCA:      clientCA,
 		Fallback:      auth.Authenticator,
 		Cache:         certauth.NewCache(clock.RealClock{}, ttl),
+		Observe:       func(r certauth.Result) { counts[r].Inc() },
 	})
 }
