@@ -200,10 +200,11 @@ func (s *switchableCA) VerifyOptions() (x509.VerifyOptions, bool) {
 	return s.CAContentProvider.VerifyOptions()
 }
 
-func TestAuthenticator(t *testing.T) {
-	clientCA, proxyCA, otherCA := newCA(t, "client-ca"), newCA(t, "front-proxy-ca"), newCA(t, "other-ca")
-	clientCAProvider := &switchableCA{staticCA(t, "client-ca", clientCA)}
-	rh := &authenticatorfactory.RequestHeaderConfig{
+// frontProxy is the aggregator's request-header configuration (the
+// kube-apiserver defaults) with proxyCA's certificates named
+// front-proxy-client allowed.
+func frontProxy(t *testing.T, proxyCA *issuer) *authenticatorfactory.RequestHeaderConfig {
+	return &authenticatorfactory.RequestHeaderConfig{
 		UsernameHeaders:     headerrequest.StaticStringSlice{"X-Remote-User"},
 		UIDHeaders:          headerrequest.StaticStringSlice{"X-Remote-Uid"},
 		GroupHeaders:        headerrequest.StaticStringSlice{"X-Remote-Group"},
@@ -211,6 +212,12 @@ func TestAuthenticator(t *testing.T) {
 		CAContentProvider:   staticCA(t, "front-proxy-ca", proxyCA),
 		AllowedClientNames:  headerrequest.StaticStringSlice{"front-proxy-client"},
 	}
+}
+
+func TestAuthenticator(t *testing.T) {
+	clientCA, proxyCA, otherCA := newCA(t, "client-ca"), newCA(t, "front-proxy-ca"), newCA(t, "other-ca")
+	clientCAProvider := &switchableCA{staticCA(t, "client-ca", clientCA)}
+	rh := frontProxy(t, proxyCA)
 	admin := clientCA.client(t, "admin", []string{"system:masters"}, 48*time.Hour)
 	proxy := proxyCA.client(t, "front-proxy-client", nil, 48*time.Hour)
 	otherProxy := proxyCA.client(t, "someone-else", nil, 48*time.Hour)
@@ -351,14 +358,7 @@ func name(p dynamiccertificates.CAContentProvider) string {
 func TestAuthenticatorMatchesLibrary(t *testing.T) {
 	now := time.Now()
 	clientCA, proxyCA, otherCA := newCAAt(t, "client-ca", now), newCAAt(t, "front-proxy-ca", now), newCAAt(t, "other-ca", now)
-	rh := &authenticatorfactory.RequestHeaderConfig{
-		UsernameHeaders:     headerrequest.StaticStringSlice{"X-Remote-User"},
-		UIDHeaders:          headerrequest.StaticStringSlice{"X-Remote-Uid"},
-		GroupHeaders:        headerrequest.StaticStringSlice{"X-Remote-Group"},
-		ExtraHeaderPrefixes: headerrequest.StaticStringSlice{"X-Remote-Extra-"},
-		CAContentProvider:   staticCA(t, "front-proxy-ca", proxyCA),
-		AllowedClientNames:  headerrequest.StaticStringSlice{"front-proxy-client"},
-	}
+	rh := frontProxy(t, proxyCA)
 	clientCAProvider := staticCA(t, "client-ca", clientCA)
 	library, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                          &apiserver.AnonymousAuthConfig{Enabled: true},
