@@ -128,16 +128,7 @@ func TestObjectCacheListsStayIntact(t *testing.T) {
 		samples = append(samples, sample{map[string]string{"pod_name": podName(i)}, fmt.Sprint(i), 1764493200})
 	}
 	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), fpmNamespaces: []string{"big"}})
-	p, err := provider.New(provider.Config{
-		Index:           provider.IndexSource(func() *discovery.Index { return e.index }),
-		Querier:         e.prom.client(t, 5*time.Second, e.metrics),
-		Objects:         c,
-		Mapper:          testMapper(),
-		MaxNamesInQuery: 3,
-	})
-	if err != nil {
-		t.Fatalf("provider.New: %v", err)
-	}
+	p := cachedProvider(t, e, c, 3)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	for round := range 3 {
 		list, err := p.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"), fpmInfo, labels.Everything())
@@ -185,15 +176,7 @@ func TestObjectCacheScrambledAnswers(t *testing.T) {
 	}
 	c, _ := runCache(t, provider.ObjectCacheOptions{}, objs...)
 	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), fpmNamespaces: []string{"big"}})
-	p, err := provider.New(provider.Config{
-		Index:   provider.IndexSource(func() *discovery.Index { return e.index }),
-		Querier: e.prom.client(t, 5*time.Second, e.metrics),
-		Objects: c,
-		Mapper:  testMapper(),
-	})
-	if err != nil {
-		t.Fatalf("provider.New: %v", err)
-	}
+	p := cachedProvider(t, e, c, 0)
 	for round := range 3 {
 		list, err := p.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"), fpmInfo, labels.Everything())
 		if err != nil {
@@ -208,4 +191,22 @@ func TestObjectCacheScrambledAnswers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// cachedProvider is a provider over e's index and Prometheus listing `*`
+// objects from c, naming at most maxNames objects in a query (0: the
+// default).
+func cachedProvider(t *testing.T, e *env, c provider.ObjectLister, maxNames int) *provider.Provider {
+	t.Helper()
+	p, err := provider.New(provider.Config{
+		Index:           provider.IndexSource(func() *discovery.Index { return e.index }),
+		Querier:         e.prom.client(t, 5*time.Second, e.metrics),
+		Objects:         c,
+		Mapper:          testMapper(),
+		MaxNamesInQuery: maxNames,
+	})
+	if err != nil {
+		t.Fatalf("provider.New: %v", err)
+	}
+	return p
 }

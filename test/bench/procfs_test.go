@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -87,6 +88,19 @@ func startCPU(pid int) (*cpuMeter, error) {
 		return nil, err
 	}
 	return &cpuMeter{pid: pid, cpu0: c, start: time.Now()}, nil
+}
+
+// startCPUs starts measuring the CPU of the adapter a and of Prometheus.
+func (s *stack) startCPUs(b *testing.B, a *adapterProc) (adapter, prom *cpuMeter) {
+	b.Helper()
+	adapter, err := startCPU(a.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if prom, err = startCPU(s.prom.Process.Pid()); err != nil {
+		b.Fatal(err)
+	}
+	return adapter, prom
 }
 
 // stop returns the CPU seconds used and the wall time since start.

@@ -159,14 +159,7 @@ func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run fu
 		b.Fatal(err)
 	}
 	m.before = s.adapterCounters(ctx, a)
-	am, err := startCPU(a.pid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pm, err := startCPU(s.prom.Process.Pid())
-	if err != nil {
-		b.Fatal(err)
-	}
+	am, pm := s.startCPUs(b, a)
 	h0 := cputime.Process()
 	m.res = run()
 	m.harnessCPU = (cputime.Process() - h0).Seconds()

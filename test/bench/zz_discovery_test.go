@@ -191,14 +191,7 @@ func (s *stack) benchDiscovery(b *testing.B, strategy string) {
 		b.Fatal(err)
 	}
 	n0 := len(p)
-	am, err := startCPU(a.pid())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pm, err := startCPU(s.prom.Process.Pid())
-	if err != nil {
-		b.Fatal(err)
-	}
+	am, pm := s.startCPUs(b, a)
 	if p, err = waitPasses(n0 + s.cfg.relists); err != nil {
 		b.Fatal(err)
 	}
