@@ -28,6 +28,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
+	"github.com/promscaler/promscaler/internal/gcfloor"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -77,6 +78,11 @@ func serve(ctx context.Context, o *ServerOptions) error {
 	srv, err := cfg.Complete()
 	if err != nil {
 		return err
+	}
+	floor, _ := o.gcHeapFloor()
+	if t := gcfloor.FromEnv(floor); t != nil {
+		klog.InfoS("Garbage collector heap goal floor", "floorBytes", floor, "gogc", t.Percent())
+		defer t.Stop()
 	}
 	return srv.Run(ctx)
 }
