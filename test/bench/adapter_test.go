@@ -67,6 +67,9 @@ func (s *stack) startAdapter(name string, extra ...string) (*adapterProc, error)
 	}
 	cmd := exec.Command(s.env.Bin("adapter"), args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if e := strings.Fields(os.Getenv(EnvAdapterEnv)); len(e) > 0 {
+		cmd.Env = append(os.Environ(), e...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	a := &adapterProc{name: name, cmd: cmd, url: fmt.Sprintf("https://127.0.0.1:%d", port), logFile: logFile, done: make(chan struct{})}
 	a.started = time.Now()

@@ -58,6 +58,10 @@ const (
 	// (space-separated), e.g. "--prometheus-coalesce-window=0" to measure
 	// every sequential request with a query of its own.
 	EnvServingArgs = "PROMSCALER_BENCH_SERVING_ARGS"
+	// EnvAdapterEnv adds environment variables (space-separated k=v) to the
+	// adapters' environment only, e.g. "GOGC=400" or "GODEBUG=gctrace=1"
+	// (the load generator and Prometheus keep theirs).
+	EnvAdapterEnv = "PROMSCALER_BENCH_ADAPTER_ENV"
 )
 
 // Names of the harness's objects and series.
