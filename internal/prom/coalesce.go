@@ -2,6 +2,7 @@ package prom
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -94,7 +95,7 @@ type share struct {
 	arrived time.Time
 }
 
-// group coalesces identical calls: the first caller starts the work in its
+// group coalesces identical calls: the first caller does the work on its
 // own goroutine, later callers with the same key wait for its result. Each
 // caller still honours its own context; when the last waiter leaves, the
 // shared work is cancelled.
@@ -144,50 +145,85 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 		}
 	}
 	f, joined := g.flights[key]
-	if joined {
-		f.waiters++
-		g.mu.Unlock()
-		if onShare != nil {
-			onShare()
+	if !joined {
+		if err := ctx.Err(); err != nil {
+			// Nobody to answer: start nothing.
+			g.mu.Unlock()
+			return nil, err
 		}
-	} else {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel, keep: sh.keep, started: g.clock.Now()}
 		g.flights[key] = f
 		g.mu.Unlock()
-		go func() {
-			f.val, f.err = fn(fctx)
-			g.mu.Lock()
-			if g.flights[key] == f {
-				delete(g.flights, key)
-			}
-			// In the same critical section as the flight leaves the map, so a
-			// caller always finds one or the other.
-			if f.keep && f.err == nil {
-				g.keepLocked(key, f.val, f.started)
-			}
-			g.mu.Unlock()
-			cancel()
-			close(f.done)
-		}()
+		// The first caller runs fn on its own goroutine: no goroutine to
+		// start and no hand-off to wait for on every query. It stays one of
+		// the flight's waiters until its context ends (the AfterFunc),
+		// exactly as a joined caller does; if that leaves nobody waiting,
+		// fn's context is cancelled and fn returns early. If others still
+		// wait, the first caller waits for fn too (within the query
+		// timeout) and then returns its own context's error.
+		stop := context.AfterFunc(ctx, func() { g.leave(key, f) })
+		g.run(key, f, fctx, fn)
+		if !stop() {
+			return nil, ctx.Err()
+		}
+		return f.val, f.err
 	}
-
+	f.waiters++
+	g.mu.Unlock()
+	if onShare != nil {
+		onShare()
+	}
 	select {
 	case <-f.done:
 		return f.val, f.err
 	case <-ctx.Done():
+		g.leave(key, f)
+		return nil, ctx.Err()
+	}
+}
+
+// errAbandoned is a flight's error when fn panicked.
+var errAbandoned = errors.New("query abandoned: its caller panicked")
+
+// run runs fn for flight f and lands it: the flight leaves the map and its
+// successful result is kept (when f.keep) in one critical section, so a
+// caller always finds one or the other; then its waiters are released. A
+// panic in fn still lands the flight (with errAbandoned) before it goes on
+// up the stack, so nobody waits for a flight that will never land.
+func (g *group) run(key string, f *flight, fctx context.Context, fn func(context.Context) (any, error)) {
+	returned := false
+	defer func() {
+		if !returned {
+			f.val, f.err = nil, errAbandoned
+		}
 		g.mu.Lock()
-		f.waiters--
-		if f.waiters == 0 {
-			// Nobody wants the answer any more: stop the request and let
-			// the next caller start afresh rather than join a dying call.
-			f.cancel()
-			if g.flights[key] == f {
-				delete(g.flights, key)
-			}
+		if g.flights[key] == f {
+			delete(g.flights, key)
+		}
+		if f.keep && f.err == nil {
+			g.keepLocked(key, f.val, f.started)
 		}
 		g.mu.Unlock()
-		return nil, ctx.Err()
+		f.cancel()
+		close(f.done)
+	}()
+	f.val, f.err = fn(fctx)
+	returned = true
+}
+
+// leave counts a caller out of flight f. When nobody waits any more, the
+// call is cancelled and leaves the map, so the next caller starts afresh
+// rather than join a dying call.
+func (g *group) leave(key string, f *flight) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f.waiters--
+	if f.waiters == 0 {
+		f.cancel()
+		if g.flights[key] == f {
+			delete(g.flights, key)
+		}
 	}
 }
 

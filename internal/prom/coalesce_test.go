@@ -433,3 +433,141 @@ func TestGroupKeptSamplesBudget(t *testing.T) {
 	keep("e", make(model.Vector, maxKeptSamples-1))
 	check("after the sweep", 1, maxKeptSamples-1)
 }
+
+// TestGroupFirstCallerLeaving: the first caller runs the call on its own
+// goroutine. When it leaves while another caller waits, the call goes on
+// for that caller (its context is not cancelled) and the first caller gets
+// its own context's error once the call returns; when it leaves alone, the
+// call's context is cancelled.
+func TestGroupFirstCallerLeaving(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	g := &group{clock: clk}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	fnCtx := make(chan context.Context, 1)
+	fn := func(ctx context.Context) (any, error) {
+		fnCtx <- ctx
+		close(started)
+		<-release
+		return "answer", ctx.Err()
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.do(ctx1, "k", share{}, fn, nil)
+		first <- err
+	}()
+	<-started
+	joined := make(chan struct{})
+	second := make(chan any, 1)
+	go func() {
+		v, err := g.do(context.Background(), "k", share{}, func(context.Context) (any, error) {
+			t.Error("the second caller ran the call again")
+			return nil, nil
+		}, func() { close(joined) })
+		if err != nil {
+			t.Errorf("second caller: %v", err)
+		}
+		second <- v
+	}()
+	<-joined
+	cancel1()
+	ctx := <-fnCtx
+	// The second caller still waits: the call's context stays alive.
+	time.Sleep(10 * time.Millisecond)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("the call was cancelled although a caller still waits: %v", err)
+	}
+	close(release)
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: got %v, want context.Canceled", err)
+	}
+	if v := <-second; v != "answer" {
+		t.Errorf("second caller got %v, want the answer", v)
+	}
+
+	// Alone: leaving cancels the call, which returns early.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	running := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := g.do(ctx2, "k", share{}, func(ctx context.Context) (any, error) {
+			close(running)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, nil)
+		errc <- err
+	}()
+	<-running
+	cancel2()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call was not cancelled when its only caller left")
+	}
+	g.mu.Lock()
+	left := len(g.flights)
+	g.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d flights left in the map", left)
+	}
+}
+
+// TestGroupCancelledCallerStartsNothing: a caller whose context has already
+// ended does not start a call.
+func TestGroupCancelledCallerStartsNothing(t *testing.T) {
+	g := &group{clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := g.do(ctx, "k", share{keep: true}, func(context.Context) (any, error) {
+		t.Error("the call ran for a caller that had left")
+		return nil, nil
+	}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestGroupPanicLandsTheFlight: when the call panics, the panic goes on up
+// the first caller's stack, the callers that joined get an error instead of
+// waiting forever, and the next caller starts afresh.
+func TestGroupPanicLandsTheFlight(t *testing.T) {
+	g := &group{clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))}
+	started, release := make(chan struct{}), make(chan struct{})
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		_, _ = g.do(context.Background(), "k", share{keep: true}, func(context.Context) (any, error) {
+			close(started)
+			<-release
+			panic("boom")
+		}, nil)
+	}()
+	<-started
+	joined := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := g.do(context.Background(), "k", share{keep: true}, nil, func() { close(joined) })
+		errc <- err
+	}()
+	<-joined
+	close(release)
+	if p := <-panicked; p != "boom" {
+		t.Errorf("recovered %v, want the call's panic", p)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errAbandoned) {
+			t.Errorf("joined caller: got %v, want errAbandoned", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the joined caller still waits for a call that panicked")
+	}
+	v, err := g.do(context.Background(), "k", share{keep: true}, func(context.Context) (any, error) { return "fresh", nil }, nil)
+	if err != nil || v != "fresh" {
+		t.Errorf("next caller got (%v, %v), want a fresh call", v, err)
+	}
+}
