@@ -29,6 +29,7 @@ import (
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/gcfloor"
+	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -234,7 +235,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		ss.Listener = reads
 	}
 	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(h, gc), c.Metrics))
+		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(withItemPool(h), gc), c.Metrics))
 	}
 	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
 		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true
@@ -326,6 +327,20 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("running the API server: %w", err)
 	}
 	return nil
+}
+
+// withItemPool gives each request a scope for the item slices of its
+// answer (itempool) and releases them once next, the API handler innermost
+// in the chain, has returned: the answer has then been encoded and written.
+// It runs below the timeout filter, in the goroutine that filter starts, so
+// a request answered with a timeout keeps its slices until its handler
+// really finishes.
+func withItemPool(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, release := itempool.WithScope(r.Context())
+		next.ServeHTTP(w, r.WithContext(ctx))
+		release()
+	})
 }
 
 func logConfigWarnings(cfg *config.Config) {
