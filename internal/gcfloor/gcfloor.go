@@ -58,6 +58,10 @@ func Percent(floor, live, roots uint64, base int) int {
 	if scan == 0 || live >= floor {
 		return base
 	}
+	if floor-live > (math.MaxUint64-scan)/100 {
+		// A floor in the exabytes: as high as GOGC goes.
+		return max(maxPercent, base)
+	}
 	// Round up so that the goal is not a byte short of the floor.
 	p := ((floor-live)*100 + scan - 1) / scan
 	if p > maxPercent {

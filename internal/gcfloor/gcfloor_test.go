@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +187,45 @@ func TestTunerFollowsCollections(t *testing.T) {
 	if got := gogc(t); got != 100 {
 		t.Errorf("GOGC after Stop and collections = %d, want 100", got)
 	}
+}
+
+// FuzzPercent: whatever the heap, Percent never goes below the base nor
+// above maxPercent, and when it raises GOGC the goal reaches the floor.
+func FuzzPercent(f *testing.F) {
+	f.Add(uint64(128*mib), uint64(16*mib), uint64(0), 100)
+	f.Add(uint64(100), uint64(30), uint64(5), 10)
+	f.Add(uint64(1<<40), uint64(1), uint64(1), 0)
+	f.Add(uint64(math.MaxUint64), uint64(3), uint64(0), 100)
+	f.Fuzz(func(t *testing.T, floor, live, roots uint64, base int) {
+		roots %= 1 << 50 // stacks and globals: never near 2^64
+		if base < 0 || base > maxPercent {
+			base = 100
+		}
+		p := Percent(floor, live, roots, base)
+		if p < base || p > max(base, maxPercent) {
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: outside [base, maxPercent]", floor, live, roots, base, p)
+		}
+		if p > base && p < maxPercent && live+roots < 1<<56 {
+			if goal := live + (live+roots)*uint64(p)/100; goal < floor {
+				t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d below the floor", floor, live, roots, base, p, goal)
+			}
+		}
+	})
+}
+
+// FuzzBaseFromEnv: any GOGC value parses to "off" (-1) or a number, and an
+// empty one is the runtime's default, unset.
+func FuzzBaseFromEnv(f *testing.F) {
+	for _, s := range []string{"", "100", "off", "-5", "bogus", " 50 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		base, set := BaseFromEnv(func(string) string { return v })
+		if strings.TrimSpace(v) == "" && (base != 100 || set) {
+			t.Fatalf("GOGC=%q: (%d, %v), want the default, unset", v, base, set)
+		}
+		if strings.TrimSpace(v) != "" && !set {
+			t.Fatalf("GOGC=%q: reported unset", v)
+		}
+	})
 }
