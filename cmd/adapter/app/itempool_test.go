@@ -65,14 +65,7 @@ func TestServerReusesItemSlicesSafely(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	pp := &poolingProvider{n: 100}
-	factory := func(ProviderDeps) (*Providers, error) {
-		return &Providers{Custom: pp, External: pp}, nil
-	}
-	ts := startTestServer(t, factory, "http://127.0.0.1:9")
-	ts.waitUntil("/readyz", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts := startReadyServer(t, pp, pp)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

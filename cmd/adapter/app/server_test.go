@@ -239,6 +239,21 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 	return ts
 }
 
+// startReadyServer starts the adapter with the given providers (no
+// Prometheus behind them) and waits until it is ready.
+func startReadyServer(t *testing.T, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider) *testServer {
+	t.Helper()
+	factory := func(ProviderDeps) (*Providers, error) {
+		return &Providers{Custom: custom, External: external}, nil
+	}
+	ts := startTestServer(t, factory, "http://127.0.0.1:9")
+	ts.waitUntil("/readyz", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+	return ts
+}
+
 func (ts *testServer) get(path string) (int, string) {
 	ts.t.Helper()
 	resp, err := ts.client.Get(ts.base + path)
@@ -457,14 +472,7 @@ func TestServerClientHangUp(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	bp := blockingProvider{entered: make(chan struct{}, 1)}
-	factory := func(ProviderDeps) (*Providers, error) {
-		return &Providers{Custom: bp, External: bp}, nil
-	}
-	ts := startTestServer(t, factory, "http://127.0.0.1:9")
-	ts.waitUntil("/readyz", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts := startReadyServer(t, bp, bp)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.base+"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/some_metric", nil)
 	if err != nil {
