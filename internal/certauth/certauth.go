@@ -66,7 +66,26 @@ type Cache struct {
 type cacheKey struct {
 	chain  [sha256.Size]byte
 	roots  *x509.CertPool
-	usages string
+	usages usageSet
+}
+
+// usageSet is a set of extended key usages: a bit per usage the x509 package
+// defines, and the printed list for any other value (verification treats the
+// usages asked as a set: any of them will do).
+type usageSet struct {
+	bits  uint64
+	other string
+}
+
+func usagesOf(usages []x509.ExtKeyUsage) usageSet {
+	var s usageSet
+	for _, u := range usages {
+		if u < 0 || u >= 64 {
+			return usageSet{other: fmt.Sprint(usages)}
+		}
+		s.bits |= 1 << u
+	}
+	return s
 }
 
 type entry struct {
@@ -99,7 +118,7 @@ func (c *Cache) verifyKept(certs []*x509.Certificate, opts x509.VerifyOptions) (
 	if len(certs) == 0 {
 		return nil, false, errors.New("no certificate")
 	}
-	key := cacheKey{chain: chainDigest(certs), roots: opts.Roots, usages: fmt.Sprint(opts.KeyUsages)}
+	key := cacheKey{chain: chainDigest(certs), roots: opts.Roots, usages: usagesOf(opts.KeyUsages)}
 	c.mu.Lock()
 	e, ok := c.entries[key]
 	c.mu.Unlock()

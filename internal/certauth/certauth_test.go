@@ -430,3 +430,29 @@ func TestAuthenticatorMatchesLibrary(t *testing.T) {
 		}
 	}
 }
+
+func TestUsagesOf(t *testing.T) {
+	client, server, anyUsage := x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageAny
+	tests := []struct {
+		name string
+		a, b []x509.ExtKeyUsage
+		same bool
+	}{
+		{name: "order does not matter", a: []x509.ExtKeyUsage{client, server}, b: []x509.ExtKeyUsage{server, client}, same: true},
+		{name: "repeats do not matter", a: []x509.ExtKeyUsage{client, client}, b: []x509.ExtKeyUsage{client}, same: true},
+		{name: "nil and empty", a: nil, b: []x509.ExtKeyUsage{}, same: true},
+		{name: "other usages differ", a: []x509.ExtKeyUsage{client}, b: []x509.ExtKeyUsage{server}},
+		{name: "a subset differs", a: []x509.ExtKeyUsage{client}, b: []x509.ExtKeyUsage{client, server}},
+		{name: "any is a usage of its own", a: []x509.ExtKeyUsage{anyUsage}, b: nil},
+		{name: "values beyond the bits differ", a: []x509.ExtKeyUsage{client, 64}, b: []x509.ExtKeyUsage{client, 65}},
+		{name: "values beyond the bits from bits", a: []x509.ExtKeyUsage{client, 64}, b: []x509.ExtKeyUsage{client}},
+		{name: "negative values", a: []x509.ExtKeyUsage{-1}, b: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := usagesOf(tt.a) == usagesOf(tt.b); got != tt.same {
+				t.Errorf("usagesOf(%v) == usagesOf(%v): %v, want %v", tt.a, tt.b, got, tt.same)
+			}
+		})
+	}
+}
