@@ -150,8 +150,9 @@ func (a *adapterProc) discoveryPasses() ([]time.Duration, error) {
 var durationRE = regexp.MustCompile(`duration="?([0-9.]+[a-zµ]+)"?`)
 
 // adminClient is an HTTP client presenting the admin (system:masters)
-// client certificate, over keep-alive HTTP/2 (the adapter's serving
-// certificate is self-signed).
+// client certificate, over keep-alive HTTP/2 (HTTP/1.1 with
+// PROMSCALER_BENCH_HTTP1 set; the adapter's serving certificate is
+// self-signed).
 func adminClient(kp *framework.KeyPair) (*http.Client, error) {
 	tr, err := adminTransport(kp)
 	if err != nil {
@@ -167,11 +168,17 @@ func adminTransport(kp *framework.KeyPair) (*http.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin client certificate: %w", err)
 	}
-	return &http.Transport{
+	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}, //nolint:gosec // loopback adapter, self-signed
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 256,
-	}, nil
+	}
+	if os.Getenv(EnvHTTP1) != "" {
+		// keep-alive HTTP/1.1 instead, a connection per request in flight
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return tr, nil
 }
 
 // get fetches url and returns the body and status.

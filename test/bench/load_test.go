@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,7 +25,28 @@ type result struct {
 	requests, errors int
 	elapsed          time.Duration
 	latencies        []time.Duration // of the successful requests
-	firstErr         string
+	// due is, in open-loop runs, when each successful request was due
+	// (aligned with latencies).
+	due      []time.Time
+	firstErr string
+}
+
+// stalls returns the open-loop run's stalls (stallsOf): 3 or more
+// consecutive requests each answered in 10 ms or more, at least five times
+// the median of either leg of BenchmarkOverhead on the project's machine.
+func (r result) stalls() stallStats {
+	return stallsOf(r.due, r.latencies, 10*time.Millisecond, 3)
+}
+
+// writeTimeline writes one line per successful request of an open-loop
+// run, "<due, Unix ns> <latency, ns>", to dir/name, for looking at what
+// made a run's tail (PROMSCALER_BENCH_TIMELINE).
+func (r result) writeTimeline(dir, name string) error {
+	var b strings.Builder
+	for i, at := range r.due {
+		fmt.Fprintf(&b, "%d %d\n", at.UnixNano(), r.latencies[i].Nanoseconds())
+	}
+	return os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644)
 }
 
 func (r result) perSecond() float64 { return float64(r.requests) / r.elapsed.Seconds() }
@@ -244,6 +267,7 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration, u
 				return
 			}
 			res.latencies = append(res.latencies, lat)
+			res.due = append(res.due, at)
 		}()
 	}
 	wg.Wait()

@@ -62,6 +62,12 @@ const (
 	// adapters' environment only, e.g. "GOGC=400" or "GODEBUG=gctrace=1"
 	// (the load generator and Prometheus keep theirs).
 	EnvAdapterEnv = "PROMSCALER_BENCH_ADAPTER_ENV"
+	// EnvHTTP1, when set, makes the load generator talk keep-alive HTTP/1.1
+	// to the adapter (a connection per request in flight) instead of HTTP/2.
+	EnvHTTP1 = "PROMSCALER_BENCH_HTTP1"
+	// EnvTimeline names a folder where BenchmarkOverhead writes each leg's
+	// requests (result.writeTimeline).
+	EnvTimeline = "PROMSCALER_BENCH_TIMELINE"
 )
 
 // Names of the harness's objects and series.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -323,8 +324,16 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate, rounds int) {
 			s.logEncodings(ctx, adapterURL, raw)
 		}
 		ra, rp := ma.res, mp.res
-		progress("overhead at %d/s, round %d/%d: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms; load generator %.3f CPU-ms/req (%.2f cores) through the adapter, %.3f CPU-ms/req (%.2f cores) to Prometheus",
+		if dir := os.Getenv(EnvTimeline); dir != "" {
+			for leg, r := range map[string]result{"adapter": ra, "prometheus": rp} {
+				if err := r.writeTimeline(dir, fmt.Sprintf("overhead-%d-%d-r%d-%s.txt", rate, rounds, round, leg)); err != nil {
+					b.Errorf("%s: %v", EnvTimeline, err)
+				}
+			}
+		}
+		progress("overhead at %d/s, round %d/%d: adapter p50 %.2f p99 %.2f ms, Prometheus p50 %.2f p99 %.2f ms: p99 overhead %.2f ms; stalls of 3+ requests >= 10 ms: adapter leg %v, Prometheus leg %v; load generator %.3f CPU-ms/req (%.2f cores) through the adapter, %.3f CPU-ms/req (%.2f cores) to Prometheus",
 			rate, round, rounds, ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99), ra.percentile(0.99)-rp.percentile(0.99),
+			ra.stalls(), rp.stalls(),
 			ma.perReq(ma.harnessCPU)*1000, ma.harnessCores(), mp.perReq(mp.harnessCPU)*1000, mp.harnessCores())
 		if rounds > 1 {
 			b.ReportMetric(ra.percentile(0.99), fmt.Sprintf("p99-ms-r%d", round))
@@ -344,6 +353,11 @@ func (s *stack) benchOverhead(b *testing.B, a *adapterProc, rate, rounds int) {
 	b.ReportMetric(rp.percentile(0.5), "prom-p50-ms")
 	b.ReportMetric(rp.percentile(0.99), "prom-p99-ms")
 	b.ReportMetric(ra.percentile(0.99)-rp.percentile(0.99), "overhead-p99-ms")
+	as, ps := ra.stalls(), rp.stalls()
+	b.ReportMetric(float64(as.Stalls), "stalls")
+	b.ReportMetric(float64(as.Requests)/float64(max(len(ra.latencies), 1))*100, "stalled-%")
+	b.ReportMetric(float64(ps.Stalls), "prom-stalls")
+	b.ReportMetric(float64(ps.Requests)/float64(max(len(rp.latencies), 1))*100, "prom-stalled-%")
 	b.ReportMetric(float64(ra.errors+rp.errors), "errors")
 	b.ReportMetric(float64(len(ma.logged)), "prom-queries")
 	b.ReportMetric(ma.perReq(ma.adapterCPU)*1000, "adapter-cpu-ms/req")
@@ -387,6 +401,7 @@ func pool(ms []measured) measured {
 		p.res.errors += m.res.errors
 		p.res.elapsed += m.res.elapsed
 		p.res.latencies = append(p.res.latencies, m.res.latencies...)
+		p.res.due = append(p.res.due, m.res.due...)
 		if p.res.firstErr == "" {
 			p.res.firstErr = m.res.firstErr
 		}
