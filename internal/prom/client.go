@@ -264,6 +264,9 @@ func (c *Client) instantQuery(ctx context.Context, query string, ts time.Time, c
 		}
 	}
 	return c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
+		if st, _ := ctx.Value(requestStateKey{}).(*requestState); st != nil {
+			st.arrived = sh.arrived
+		}
 		var (
 			v        any
 			warnings v1.Warnings
@@ -387,7 +390,16 @@ func (c *Client) send(ctx context.Context, endpoint, desc, key string, fn func(c
 		return nil, pe
 	}
 	c.metrics.PrometheusRequestDuration.WithLabelValues(endpoint, metrics.PromOutcomeSuccess).Observe(elapsed.Seconds())
-	klog.V(5).InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed)
+	if logger := klog.V(5); logger.Enabled() {
+		if st.arrived.IsZero() {
+			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed)
+		} else {
+			// How long the request that sent the query had been waiting
+			// (from its arrival stamp): what a caller that missed an
+			// identical answer saw.
+			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed, "requestAge", start.Sub(st.arrived))
+		}
+	}
 	c.cache.put(key, v)
 	return v, nil
 }

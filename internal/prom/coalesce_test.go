@@ -1,12 +1,17 @@
 package prom
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -570,4 +576,81 @@ func TestGroupPanicLandsTheFlight(t *testing.T) {
 	if err != nil || v != "fresh" {
 		t.Errorf("next caller got (%v, %v), want a fresh call", v, err)
 	}
+}
+
+// TestRequestLogSaysHowOldTheRequestWas checks the -v=5 request log of a
+// "now" query: it says how long before the query was sent the request that
+// sent it arrived (requestAge), which is what tells a request that missed an
+// identical answer because it was stamped late from one that waited long.
+func TestRequestLogSaysHowOldTheRequestWas(t *testing.T) {
+	var out syncBuffer
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for k, v := range map[string]string{"v": "5", "logtostderr": "false", "alsologtostderr": "false", "skip_headers": "true"} {
+		if err := fs.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	klog.SetOutput(&out)
+	t.Cleanup(func() {
+		klog.Flush()
+		_ = fs.Set("v", "0")
+		_ = fs.Set("logtostderr", "true")
+		klog.SetOutput(os.Stderr)
+	})
+
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, vectorBody) })
+	arrived := time.Now().Add(-3 * time.Second)
+	c := newTestClient(t, Config{Address: f.srv.URL, ArrivalTime: request.ReceivedTimestampFrom})
+	ctx := request.WithReceivedTimestamp(context.Background(), arrived)
+	if _, err := c.Query(ctx, "sum(up)", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	// A query at an explicit time does not use the arrival: no age.
+	if _, err := c.Query(ctx, "sum(up)", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	klog.Flush()
+
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, `"Prometheus request"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("got %d request log lines, want 2:\n%s", len(lines), out.String())
+	}
+	m := regexp.MustCompile(`requestAge="([^"]+)"`).FindStringSubmatch(lines[0])
+	if m == nil {
+		t.Fatalf("the now query's log line has no requestAge: %s", lines[0])
+	}
+	age, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatalf("requestAge %q: %v", m[1], err)
+	}
+	if age < 3*time.Second || age > time.Minute {
+		t.Errorf("requestAge = %v, want the ~3s since the request's stamp", age)
+	}
+	if strings.Contains(lines[1], "requestAge") {
+		t.Errorf("the query at an explicit time logs a requestAge: %s", lines[1])
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for klog's writer and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

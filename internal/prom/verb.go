@@ -23,6 +23,9 @@ type requestStateKey struct{}
 type requestState struct {
 	timeout time.Duration
 	status  int
+	// arrived is when the request of the caller that sent the call
+	// arrived, when known (for the request log).
+	arrived time.Time
 }
 
 // verbClient is the api.Client under v1.API. client_golang sends query,
