@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/servertiming"
 )
 
 // Querier runs an instant PromQL query. A zero ts means "now" as Prometheus
@@ -347,7 +348,12 @@ func (c *Client) LabelNames(ctx context.Context, matchers []string, start, end t
 // call runs fn once for all concurrent callers with the same key (and, as sh
 // allows, for callers that arrived before its result landed), under the
 // per-call timeout, recording metrics, and answers from the cache when on.
+//
+// The caller's wait (a query it sent, joined or took) is recorded for its
+// request's Server-Timing header (servertiming).
 func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share, fn func(context.Context) (any, error)) (any, error) {
+	start := time.Now()
+	defer func() { servertiming.Observe(ctx, start, time.Now()) }()
 	if v, ok := c.cache.get(key); ok {
 		c.metrics.CacheHits.WithLabelValues(endpoint).Inc()
 		return v, nil

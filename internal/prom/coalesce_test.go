@@ -25,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/servertiming"
 )
 
 // TestGroupLandedResults covers the freshness rule on the group alone: a
@@ -653,4 +654,43 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCallRecordsTheWaitForServerTiming checks that every caller's wait
+// for Prometheus reaches its request's Server-Timing recorder: the caller
+// that sends the query and one that joins it, each for as long as it
+// waited.
+func TestCallRecordsTheWaitForServerTiming(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	entered := make(chan struct{}, 1)
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		time.Sleep(delay)
+		io.WriteString(w, vectorBody)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL})
+
+	var first, joined servertiming.Recorder
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := c.Query(servertiming.NewContext(context.Background(), &first), "sum(up)", time.Time{}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-entered
+	start := time.Now()
+	if _, err := c.Query(servertiming.NewContext(context.Background(), &joined), "sum(up)", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	joinedFor := time.Since(start)
+	wg.Wait()
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("Prometheus served %d queries, want 1 (the second caller joins)", n)
+	}
+	if d, ok := first.Wait(); !ok || d < delay {
+		t.Errorf("the sender's recorded wait = %v, %v; want at least %v", d, ok, delay)
+	}
+	if d, ok := joined.Wait(); !ok || d <= 0 || d > joinedFor {
+		t.Errorf("the joined caller's recorded wait = %v, %v; want (0, %v]", d, ok, joinedFor)
+	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 )
@@ -238,7 +239,9 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		ss.Listener = reads
 	}
 	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(withItemPool(h), gc), c.Metrics))
+		// Innermost, next to the API handler: the item slices' scope and
+		// the Prometheus wait announced in Server-Timing.
+		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc), c.Metrics))
 	}
 	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
 		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true

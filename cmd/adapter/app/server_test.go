@@ -34,6 +34,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 )
@@ -265,6 +266,17 @@ func (ts *testServer) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+func (ts *testServer) getWithHeader(path string) (int, string, http.Header) {
+	ts.t.Helper()
+	resp, err := ts.client.Get(ts.base + path)
+	if err != nil {
+		return 0, err.Error(), http.Header{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
 func (ts *testServer) waitUntil(what string, cond func() bool) {
 	ts.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -435,9 +447,17 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 		Value:     0.25,
 		Timestamp: model.TimeFromUnix(1700000000),
 	}})
-	code, body = ts.get(path)
+	code, body, hdr := ts.getWithHeader(path)
 	if code != http.StatusOK || !strings.Contains(body, `"value":"250m"`) || !strings.Contains(body, `"timestamp":"2023-11-14T22:13:20Z"`) {
 		t.Errorf("GET %s = %d %s; want value 250m at the sample's time", path, code, truncateForLog(body))
+	}
+	// The answer says how long it waited for Prometheus.
+	if _, ok := servertiming.Parse(hdr.Get(servertiming.HeaderName)); !ok || len(hdr.Values(servertiming.HeaderName)) != 1 {
+		t.Errorf("GET %s: Server-Timing %q, want one prometheus;dur=...", path, hdr.Values(servertiming.HeaderName))
+	}
+	// A request that does not ask Prometheus has none.
+	if _, _, hdr := ts.getWithHeader("/apis/custom.metrics.k8s.io/v1beta2"); hdr.Get(servertiming.HeaderName) != "" {
+		t.Errorf("discovery answer has Server-Timing %q, want none", hdr.Get(servertiming.HeaderName))
 	}
 
 	// Prometheus failing: a 503 with context, never a made-up value. (After
@@ -445,9 +465,12 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	// above, which is as fresh as the window allows.)
 	fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
 	time.Sleep(prom.DefaultCoalesceWindow + 50*time.Millisecond)
-	code, body = ts.get(path)
+	code, body, hdr = ts.getWithHeader(path)
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("with Prometheus failing GET %s = %d %s; want 503", path, code, truncateForLog(body))
+	}
+	if _, ok := servertiming.Parse(hdr.Get(servertiming.HeaderName)); !ok {
+		t.Errorf("the 503's Server-Timing = %q, want the wait for the failing Prometheus", hdr.Get(servertiming.HeaderName))
 	}
 	ts.stop()
 }
