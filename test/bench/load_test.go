@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/promscaler/promscaler/internal/servertiming"
 )
 
 // result is what a load run measured.
@@ -27,8 +29,27 @@ type result struct {
 	latencies        []time.Duration // of the successful requests
 	// due is, in open-loop runs, when each successful request was due
 	// (aligned with latencies).
-	due      []time.Time
+	due []time.Time
+	// waits is, when every answer of the run carried one, each successful
+	// request's wait for Prometheus from the adapter's Server-Timing header
+	// (aligned with latencies); nil otherwise.
+	waits    []time.Duration
 	firstErr string
+}
+
+// ownPercentile returns the q-quantile, in ms, of what each request spent
+// outside its wait for Prometheus (latency less the Server-Timing wait):
+// the adapter's own time, the network's and the client's, per request. NaN
+// without waits.
+func (r result) ownPercentile(q float64) float64 {
+	if len(r.waits) == 0 || len(r.waits) != len(r.latencies) {
+		return math.NaN()
+	}
+	own := make([]time.Duration, len(r.latencies))
+	for i, l := range r.latencies {
+		own[i] = l - r.waits[i]
+	}
+	return result{latencies: own}.percentile(q)
 }
 
 // stalls returns the open-loop run's stalls (stallsOf): 3 or more
@@ -63,13 +84,12 @@ func (r result) percentile(q float64) float64 {
 }
 
 // do sends one GET and reads the whole answer; non-200 is an error.
-func do(ctx context.Context, hc *http.Client, url string) (int, error) {
+func do(ctx context.Context, hc *http.Client, url string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return answer{}, err
 	}
-	a, err := doRequest(hc, req)
-	return a.bytes, err
+	return doRequest(hc, req)
 }
 
 // answer describes one response.
@@ -81,6 +101,10 @@ type answer struct {
 	// transport asked for it and decoded it (resp.Uncompressed), the
 	// header's value otherwise ("" for identity).
 	encoding string
+	// promWait is the adapter's Server-Timing wait for Prometheus, when
+	// the answer had one (hasWait).
+	promWait time.Duration
+	hasWait  bool
 }
 
 func (a answer) encodingName() string {
@@ -98,6 +122,7 @@ func doRequest(hc *http.Client, req *http.Request) (answer, error) {
 	}
 	defer resp.Body.Close()
 	a := answer{encoding: resp.Header.Get("Content-Encoding")}
+	a.promWait, a.hasWait = servertiming.Parse(resp.Header.Get(servertiming.HeaderName))
 	if resp.Uncompressed {
 		a.encoding = "gzip"
 	}
@@ -234,6 +259,8 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration, u
 		wg       sync.WaitGroup
 		inflight atomic.Int64
 		dropped  int
+		// withoutWait counts answers without a Server-Timing wait.
+		withoutWait int
 	)
 	period := time.Second / time.Duration(rate)
 	n := int(d / period)
@@ -255,7 +282,7 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration, u
 		go func() {
 			defer wg.Done()
 			defer inflight.Add(-1)
-			_, err := do(ctx, hc, url)
+			a, err := do(ctx, hc, url)
 			lat := time.Since(at)
 			mu.Lock()
 			defer mu.Unlock()
@@ -268,9 +295,17 @@ func openLoop(ctx context.Context, hc *http.Client, rate int, d time.Duration, u
 			}
 			res.latencies = append(res.latencies, lat)
 			res.due = append(res.due, at)
+			if a.hasWait {
+				res.waits = append(res.waits, a.promWait)
+			} else {
+				withoutWait++
+			}
 		}()
 	}
 	wg.Wait()
+	if withoutWait > 0 {
+		res.waits = nil
+	}
 	res.elapsed = time.Since(start)
 	res.errors += dropped
 	res.requests = len(res.latencies) + res.errors

@@ -110,7 +110,8 @@ func (s *stack) benchSeriesAPI(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := do(ctx, s.promHC, s.prom.URL+"/api/v1/series?"+q.Encode())
+	a, err := do(ctx, s.promHC, s.prom.URL+"/api/v1/series?"+q.Encode())
+	n := a.bytes
 	if err != nil {
 		b.Fatalf("/api/v1/series: %v", err)
 	}
