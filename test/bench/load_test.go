@@ -176,8 +176,9 @@ func promQueryRequest(ctx context.Context, base, query string) (*http.Request, e
 // the last answer.
 func sequential(n int, newReq func() (*http.Request, error), hc *http.Client) (result, answer) {
 	var (
-		r    result
-		last answer
+		r           result
+		last        answer
+		withoutWait int
 	)
 	t0 := time.Now()
 	for range n {
@@ -194,6 +195,14 @@ func sequential(n int, newReq func() (*http.Request, error), hc *http.Client) (r
 			continue
 		}
 		r.latencies = append(r.latencies, time.Since(t))
+		if last.hasWait {
+			r.waits = append(r.waits, last.promWait)
+		} else {
+			withoutWait++
+		}
+	}
+	if withoutWait > 0 {
+		r.waits = nil
 	}
 	r.elapsed = time.Since(t0)
 	r.requests = len(r.latencies) + r.errors
