@@ -154,7 +154,8 @@ func TestHandler(t *testing.T) {
 func TestHandlerKeepsFlusherAndCloseNotifier(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	srv := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := w.(http.CloseNotifier); !ok { //nolint:staticcheck // what the API server's filters look for
+		//lint:ignore SA1019 the API server's filters still look for it
+		if _, ok := w.(http.CloseNotifier); !ok {
 			t.Error("the wrapped writer lost http.CloseNotifier")
 		}
 		f, ok := w.(http.Flusher)
