@@ -271,7 +271,9 @@ func BenchmarkServing(b *testing.B) {
 // overhead each request paid beyond its Prometheus query, without the
 // Prometheus leg's own stalls. The rate=N-APAP run, at the first rate
 // only, measures the two legs twice, alternating (adapter, Prometheus,
-// adapter, Prometheus), so the noise between rounds is visible.
+// adapter, Prometheus), so the noise between rounds is visible; the
+// rate=N-interleaved run alternates them in short segments and gives the
+// p99 difference a confidence interval (benchOverheadInterleaved).
 func BenchmarkOverhead(b *testing.B) {
 	s := setup(b)
 	a := s.serving(b)
@@ -288,6 +290,12 @@ func BenchmarkOverhead(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			s.benchOverhead(b, a, rate, 2)
+		}
+	})
+	b.Run(fmt.Sprintf("rate=%d-interleaved", rate), func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			s.benchOverheadInterleaved(b, a, rate)
 		}
 	})
 }
