@@ -102,12 +102,7 @@ func (s *stack) benchOverheadInterleaved(b *testing.B, a *adapterProc, rate int)
 		p99.Diff, p99.Lo, p99.Hi, p50.Diff, p50.Lo, p50.Hi, ra.ownPercentile(0.5), ra.ownPercentile(0.99),
 		ra.requests, rp.requests, ra.errors+rp.errors, errSuffix(ra.firstErr+rp.firstErr), queries, queries/float64(max(ra.requests, 1)),
 		ra.stalls(), rp.stalls(), loadAvg())
-	b.ReportMetric(ra.perSecond(), "req/s")
-	b.ReportMetric(rp.perSecond(), "prom-req/s")
-	b.ReportMetric(ra.percentile(0.5), "p50-ms")
-	b.ReportMetric(ra.percentile(0.99), "p99-ms")
-	b.ReportMetric(rp.percentile(0.5), "prom-p50-ms")
-	b.ReportMetric(rp.percentile(0.99), "prom-p99-ms")
+	reportLegs(b, ra, rp)
 	b.ReportMetric(p99.Diff, "overhead-p99-ms")
 	b.ReportMetric(p99.Lo, "overhead-p99-lo-ms")
 	b.ReportMetric(p99.Hi, "overhead-p99-hi-ms")
