@@ -494,3 +494,43 @@ func TestFindMistake(t *testing.T) {
 		})
 	}
 }
+
+func TestNaNAsZero(t *testing.T) {
+	const file = `nanAsZero: false
+rules:
+- seriesQuery: 'ratio{namespace!="",pod!=""}'
+  nanAsZero: true
+- seriesQuery: 'other{namespace!="",pod!=""}'
+externalQueries:
+- name: backlog
+  query: sum(backlog)
+  nanAsZero: true
+`
+	c, err := Parse([]byte(file), "nan.yaml")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	got := []bool{c.NaNIsZero(c.Rules[0].NaNAsZero), c.NaNIsZero(c.Rules[1].NaNAsZero), c.NaNIsZero(c.ExternalQueries[0].NaNAsZero)}
+	if diff := cmp.Diff([]bool{true, false, true}, got); diff != "" {
+		t.Errorf("NaNIsZero (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *Config
+		own  *bool
+		want bool
+	}{
+		{"nothing set", &Config{}, nil, true},
+		{"nil config", nil, nil, true},
+		{"global false", &Config{NaNAsZero: ptr(false)}, nil, false},
+		{"rule true over global false", &Config{NaNAsZero: ptr(false)}, ptr(true), true},
+		{"rule false over default", &Config{}, ptr(false), false},
+	} {
+		if got := tc.cfg.NaNIsZero(tc.own); got != tc.want {
+			t.Errorf("%s: NaNIsZero = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := Parse([]byte("nanAsZero: maybe\n"), "bad.yaml"); err == nil || !strings.Contains(err.Error(), "nanAsZero") {
+		t.Errorf("nanAsZero: maybe: err = %v, want an error naming nanAsZero", err)
+	}
+}

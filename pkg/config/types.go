@@ -17,6 +17,14 @@ type Config struct {
 	// fixed PromQL query, without discovery (prometheus-adapter#31).
 	ExternalQueries []ExternalQuery `yaml:"externalQueries,omitempty"`
 
+	// NaNAsZero is a promscaler addition: whether a sample whose value is
+	// NaN (a 0/0 ratio, the quantile of an empty summary) is answered as 0,
+	// as prometheus-adapter does; nil means true. false answers such a
+	// sample as no value (left out of lists, 404 alone). A rule's or
+	// externalQueries entry's own nanAsZero overrides it. ±Inf is never a
+	// value.
+	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
+
 	// Source says where each key was written when the configuration was
 	// parsed from a file (nil for configurations built in code). It is not
 	// part of the file format.
@@ -42,6 +50,10 @@ type DiscoveryRule struct {
 	// returns no series for an object answers this value instead of "not
 	// found" (prometheus-adapter#584). A Prometheus error is never replaced.
 	DefaultValue *string `yaml:"defaultValue,omitempty"`
+
+	// NaNAsZero is a promscaler addition overriding Config.NaNAsZero for
+	// this rule; nil means the global setting.
+	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
 }
 
 // RegexFilter keeps series whose name matches Is, or drops those matching
@@ -121,4 +133,21 @@ type ExternalQuery struct {
 	NamespaceLabel string `yaml:"namespaceLabel,omitempty"`
 	// DefaultValue, when set, is answered when the query returns nothing.
 	DefaultValue *string `yaml:"defaultValue,omitempty"`
+	// NaNAsZero overrides Config.NaNAsZero for this entry; nil means the
+	// global setting.
+	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
+}
+
+// NaNIsZero resolves a rule's or externalQueries entry's nanAsZero
+// (own, may be nil) against the global one: whether a NaN sample is
+// answered as 0.
+func (c *Config) NaNIsZero(own *bool) bool {
+	switch {
+	case own != nil:
+		return *own
+	case c != nil && c.NaNAsZero != nil:
+		return *c.NaNAsZero
+	default:
+		return true
+	}
 }

@@ -65,6 +65,7 @@ type Rule struct {
 	query        *QueryTemplate
 	namespaced   bool // external rules: apply the namespace matcher
 	defaultValue *string
+	nanAsZero    bool
 }
 
 // Path returns the rule's place in the configuration, e.g. "rules[3]" or
@@ -97,6 +98,10 @@ func (r *Rule) DefaultValue() (string, bool) {
 	}
 	return *r.defaultValue, true
 }
+
+// NaNAsZero reports whether a NaN sample of the rule is answered as 0
+// (nanAsZero of the rule, else of the configuration, default true).
+func (r *Rule) NaNAsZero() bool { return r.nanAsZero }
 
 // Resources returns the rule's label <-> resource mapper.
 func (r *Rule) Resources() *ResourceMapper { return r.resources }

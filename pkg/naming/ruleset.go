@@ -45,6 +45,7 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			errs = append(errs, err)
 			continue
 		}
+		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
 		s.custom = append(s.custom, r)
 	}
 	for i, rc := range cfg.ExternalRules {
@@ -54,6 +55,7 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			errs = append(errs, err)
 			continue
 		}
+		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
 		s.external = append(s.external, r)
 	}
 	seen := make(map[string]string, len(cfg.ExternalQueries))
@@ -63,6 +65,7 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			errs = append(errs, err)
 			continue
 		}
+		q.nanAsZero = cfg.NaNIsZero(qc.NaNAsZero)
 		if prev, dup := seen[q.name]; dup {
 			errs = append(errs, fmt.Errorf("%s.name: %q is already served by %s", q.path, q.name, prev))
 			continue
@@ -147,6 +150,7 @@ type ExternalQuery struct {
 	query        *QueryTemplate
 	nsLabel      string // "" when not namespaced
 	defaultValue *string
+	nanAsZero    bool
 }
 
 func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error) {
@@ -182,6 +186,9 @@ func (q *ExternalQuery) Name() string { return q.name }
 
 // Namespaced reports whether the request namespace is applied as a matcher.
 func (q *ExternalQuery) Namespaced() bool { return q.nsLabel != "" }
+
+// NaNAsZero reports whether a NaN sample of the entry is answered as 0.
+func (q *ExternalQuery) NaNAsZero() bool { return q.nanAsZero }
 
 // DefaultValue returns the entry's defaultValue, if set, as written.
 func (q *ExternalQuery) DefaultValue() (string, bool) {

@@ -235,3 +235,33 @@ func TestRuleSetConcurrentUse(t *testing.T) {
 		<-done
 	}
 }
+
+func TestCompileNaNAsZero(t *testing.T) {
+	withNaN := func(r config.DiscoveryRule, v *bool) config.DiscoveryRule { r.NaNAsZero = v; return r }
+	for _, tc := range []struct {
+		name   string
+		global *bool
+		want   []bool // rules[0], rules[1], externalRules[0], externalQueries[0]
+	}{
+		{"default", nil, []bool{true, false, true, true}},
+		{"global false", boolPtr(false), []bool{false, false, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.Config{
+				NaNAsZero:       tc.global,
+				Rules:           []config.DiscoveryRule{seedRule(), withNaN(seedRule(), boolPtr(false))},
+				ExternalRules:   []config.DiscoveryRule{withNaN(externalRule(nil), boolPtr(true))},
+				ExternalQueries: []config.ExternalQuery{{Name: "backlog", Query: "sum(backlog)"}},
+			}
+			rs, err := Compile(cfg, kubemapper.New())
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			got := []bool{rs.CustomRules()[0].NaNAsZero(), rs.CustomRules()[1].NaNAsZero(),
+				rs.ExternalRules()[0].NaNAsZero(), rs.ExternalQueries()[0].NaNAsZero()}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("NaNAsZero (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
