@@ -1,10 +1,13 @@
-package app
+// Package server builds and runs the adapter's aggregated API server:
+// custom.metrics.k8s.io, external.metrics.k8s.io and, with resource rules,
+// metrics.k8s.io, served from Prometheus through the metrics providers, with
+// the adapter's /metrics, readiness and hot reload of the rules file.
+package server
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,22 +17,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/gcfloor"
 	"github.com/promscaler/promscaler/internal/growstack"
 	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -39,57 +43,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 )
-
-// runServer runs the aggregated API server until SIGTERM/SIGINT:
-// flags -> Validate (every bad flag at once) -> Config -> Complete -> Run.
-func runServer(args []string, stdout, stderr io.Writer) int {
-	defer klog.Flush()
-	o := NewServerOptions()
-	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "adapter: %v\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "adapter: unexpected argument %q (subcommands: check-config, explain)\n", fs.Arg(0))
-		return 2
-	}
-	if errs := o.Validate(); len(errs) > 0 {
-		fmt.Fprintln(stderr, "adapter: invalid flags:")
-		for _, err := range errs {
-			fmt.Fprintf(stderr, "  %v\n", err)
-		}
-		return 2
-	}
-	if err := serve(genericapiserver.SetupSignalContext(), o); err != nil {
-		fmt.Fprintf(stderr, "adapter: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-// serve builds the server from validated options and runs it until ctx ends.
-func serve(ctx context.Context, o *ServerOptions) error {
-	cfg, err := o.Config()
-	if err != nil {
-		return err
-	}
-	srv, err := cfg.Complete()
-	if err != nil {
-		return err
-	}
-	floor, _ := o.gcHeapFloor()
-	if t := gcfloor.FromEnv(floor); t != nil {
-		klog.InfoS("Garbage collector heap goal floor", "floorBytes", floor, "gogc", t.Percent())
-		defer t.Stop()
-	}
-	return srv.Run(ctx)
-}
 
 // Providers is the seam between the server and the metrics providers
 // (pkg/provider): what the server installs and runs. Everything the
@@ -117,9 +70,8 @@ type Providers struct {
 
 // ProviderDeps is what the server hands the providers factory.
 type ProviderDeps struct {
-	// Base gives the Kubernetes clients: RESTMapper(), DynamicClient(),
-	// Informers() (started with the server), ClientConfig().
-	Base *basecmd.AdapterBase
+	// Kube gives the Kubernetes clients.
+	Kube KubeClients
 	// Prometheus is the shared, coalescing Prometheus client.
 	Prometheus *prom.Client
 	// Metrics is the adapter's registry of metrics.
@@ -137,19 +89,56 @@ type ProviderDeps struct {
 // ProvidersFactory builds the providers for a server.
 type ProvidersFactory func(ProviderDeps) (*Providers, error)
 
-// ServerConfig is the adapter server's configuration: validated options
-// plus what was loaded from them.
-type ServerConfig struct {
-	Options *ServerOptions
-	// Rules is the rules file as loaded at startup, and RulesData its bytes.
-	Rules     *config.Config
-	RulesData []byte
-	// Metrics is the adapter's own registry, served on /metrics.
+// KubeClients gives the Kubernetes clients the providers use;
+// custom-metrics-apiserver's AdapterBase is one.
+type KubeClients interface {
+	// ClientConfig is the REST configuration of the cluster's API server.
+	ClientConfig() (*rest.Config, error)
+	// RESTMapper maps resources to kinds, refreshed from API discovery.
+	RESTMapper() (meta.RESTMapper, error)
+}
+
+// Config is the adapter server's configuration: plain values, filled by the
+// command line (cmd/adapter) or by a test.
+type Config struct {
+	// Name names the API server in logs.
+	Name string
+	// APIServer is the generic API server's configuration (serving,
+	// delegated authentication and authorization, audit), built from
+	// custom-metrics-apiserver's options; Informers are the shared informers
+	// it starts. Complete adds the handler chain and the client certificate
+	// cache to it.
+	APIServer *cmapiserver.Config
+	Informers informers.SharedInformerFactory
+	// Kube gives the providers their Kubernetes clients.
+	Kube KubeClients
+
+	// RulesFile is the rules file (prometheus-adapter's format), loaded by
+	// Complete and watched for changes every ConfigReloadInterval (0: never).
+	RulesFile            string
+	ConfigReloadInterval time.Duration
+	// Prometheus configures the Prometheus client.
+	Prometheus *prom.Options
+	// RelistInterval is how often discovery runs; MaxAge how far back it
+	// looks (0: RelistInterval); DiscoveryStrategy how it asks Prometheus.
+	RelistInterval    time.Duration
+	MaxAge            time.Duration
+	DiscoveryStrategy discovery.Strategy
+	// ClientCertCacheTTL is how long a client certificate chain that
+	// verified is trusted without verifying it again (certauth); zero
+	// verifies on every request, as the library does.
+	ClientCertCacheTTL time.Duration
+
+	// NewProviders builds the metrics providers; nil means DefaultProviders.
+	// Tests replace it with fakes.
+	NewProviders ProvidersFactory
+	// Metrics is the adapter's own registry, served on /metrics; nil means
+	// a new one.
 	Metrics *metrics.Metrics
 
 	// MetricsSerializer wraps the metrics groups' negotiated serializer
 	// (apiencode.NewNegotiatedSerializer: the metric lists are written as
-	// JSON directly).
+	// JSON directly); nil means that one.
 	MetricsSerializer func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer
 
 	// libraryMetricsAPIs installs the metrics groups with the library's own
@@ -158,55 +147,77 @@ type ServerConfig struct {
 	libraryMetricsAPIs bool
 }
 
-// Config loads the rules file and creates the metrics registry.
-func (o *ServerOptions) Config() (*ServerConfig, error) {
-	data, err := os.ReadFile(o.ConfigFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading --config: %w", err)
+// maxAge is the effective discovery look-back.
+func (c *Config) maxAge() time.Duration {
+	if c.MaxAge == 0 {
+		return c.RelistInterval
 	}
-	rules, err := config.Parse(data, o.ConfigFile)
+	return c.MaxAge
+}
+
+// loadRules reads and parses a rules file, logging its warnings.
+func loadRules(path string) (*config.Config, []byte, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("loading --config %s: %w", o.ConfigFile, err)
+		return nil, nil, fmt.Errorf("reading the rules file: %w", err)
+	}
+	rules, err := config.Parse(data, path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading the rules file %s: %w", path, err)
 	}
 	logConfigWarnings(rules)
-	return &ServerConfig{
-		Options:           o,
-		Rules:             rules,
-		RulesData:         data,
-		Metrics:           metrics.New(),
-		MetricsSerializer: apiencode.NewNegotiatedSerializer,
-	}, nil
+	return rules, data, nil
 }
 
 // Server is a completed adapter server, ready to Run.
 type Server struct {
-	base      *basecmd.AdapterBase
+	name      string
+	api       *cmapiserver.CustomMetricsAdapterServer
 	prom      *prom.Client
 	providers *Providers
 	watcher   *reload.Watcher
 }
 
-// Complete builds the Prometheus client, the providers and the API server
-// (with the metrics APIs, /metrics, the readiness check and request
-// instrumentation).
-func (c *ServerConfig) Complete() (*Server, error) {
-	o := c.Options
+// Complete loads the rules file and builds the Prometheus client, the
+// providers and the API server (with the metrics APIs, /metrics, the
+// readiness check and request instrumentation).
+func (c *Config) Complete() (*Server, error) {
+	if c.APIServer == nil || c.APIServer.GenericConfig == nil {
+		return nil, errors.New("no API server configuration")
+	}
+	rules, rulesData, err := loadRules(c.RulesFile)
+	if err != nil {
+		return nil, err
+	}
+	m := c.Metrics
+	if m == nil {
+		m = metrics.New()
+	}
+	newProviders := c.NewProviders
+	if newProviders == nil {
+		newProviders = DefaultProviders
+	}
+	serializer := c.MetricsSerializer
+	if serializer == nil {
+		serializer = apiencode.NewNegotiatedSerializer
+	}
+	promOpts := *c.Prometheus
 	// A "now" query may take the identical query's answer that landed after
 	// its request reached the server, as stamped by the outermost handler
 	// (stampArrival).
-	o.Prometheus.ArrivalTime = arrivalTime
-	promClient, err := o.Prometheus.NewClient(c.Metrics)
+	promOpts.ArrivalTime = arrivalTime
+	promClient, err := promOpts.NewClient(m)
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
 	}
-	providers, err := o.NewProviders(ProviderDeps{
-		Base:              o.Base,
+	providers, err := newProviders(ProviderDeps{
+		Kube:              c.Kube,
 		Prometheus:        promClient,
-		Metrics:           c.Metrics,
-		Config:            c.Rules,
-		RelistInterval:    o.RelistInterval,
-		MaxAge:            o.maxAge(),
-		DiscoveryStrategy: o.discoveryStrategy(),
+		Metrics:           m,
+		Config:            rules,
+		RelistInterval:    c.RelistInterval,
+		MaxAge:            c.maxAge(),
+		DiscoveryStrategy: c.DiscoveryStrategy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)
@@ -217,48 +228,38 @@ func (c *ServerConfig) Complete() (*Server, error) {
 
 	custom := quietCustomProvider{providers.Custom}
 	external := quietExternalProvider{providers.External}
-	base := o.Base
-	// Config takes the metrics groups' OpenAPI definitions from the
-	// providers being set; the groups themselves are installed below.
-	base.WithCustomMetrics(custom)
-	base.WithExternalMetrics(external)
+	gc := c.APIServer.GenericConfig
 	// /metrics is ours (adapter registry + Kubernetes component metrics),
 	// installed below instead of the generic server's.
-	base.CustomMetricsAdapterServerOptions.EnableMetrics = false
-	apiConfig, err := base.Config()
-	if err != nil {
-		return nil, fmt.Errorf("configuring the API server: %w", err)
-	}
-	cacheClientCertVerification(apiConfig.GenericConfig, o.ClientCertCacheTTL, c.Metrics)
-	growStackBeforeAuthentication(apiConfig.GenericConfig)
+	gc.EnableMetrics = false
+	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
+	growStackBeforeAuthentication(gc)
 	// Connections remember when they last read bytes: the arrival time of
 	// their requests for coalescing (stampArrival).
 	var reads *readStamps
-	if ss := apiConfig.GenericConfig.SecureServing; ss != nil && ss.Listener != nil {
+	if ss := gc.SecureServing; ss != nil && ss.Listener != nil {
 		reads = newReadStamps(ss.Listener)
 		ss.Listener = reads
 	}
-	apiConfig.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Innermost, next to the API handler: the item slices' scope and
 		// the Prometheus wait announced in Server-Timing.
-		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc), c.Metrics))
+		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc), m))
 	}
-	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
-		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true
+	var libCustom cmprovider.CustomMetricsProvider
+	var libExternal cmprovider.ExternalMetricsProvider
+	if c.libraryMetricsAPIs {
+		libCustom, libExternal = custom, external
 	}
-	if !c.libraryMetricsAPIs {
-		// Without providers Server installs neither metrics group: they are
-		// installed below, with the direct JSON list encoder.
-		base.WithCustomMetrics(nil)
-		base.WithExternalMetrics(nil)
-	}
-	apiServer, err := base.Server()
+	// Without providers New installs neither metrics group: they are
+	// installed below, with the direct JSON list encoder.
+	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, libCustom, libExternal)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	gs := apiServer.GenericAPIServer
 	if !c.libraryMetricsAPIs {
-		if err := installMetricsAPIs(gs, c.MetricsSerializer, custom, external); err != nil {
+		if err := installMetricsAPIs(gs, serializer, custom, external); err != nil {
 			return nil, err
 		}
 	}
@@ -266,7 +267,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 	// /metrics itself; register them for the merged /metrics below.
 	apimetrics.Register()
 	gs.Handler.NonGoRestfulMux.Handle("/metrics", promhttp.HandlerFor(
-		prometheus.Gatherers{c.Metrics.Registry, legacyregistry.DefaultGatherer},
+		prometheus.Gatherers{m.Registry, legacyregistry.DefaultGatherer},
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError},
 	))
 	ready := providers.Ready
@@ -282,13 +283,13 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		}
 	}
 
-	s := &Server{base: base, prom: promClient, providers: providers}
-	if o.ConfigReloadInterval > 0 {
-		path := o.ConfigFile
+	s := &Server{name: c.Name, api: apiServer, prom: promClient, providers: providers}
+	if c.ConfigReloadInterval > 0 {
+		path := c.RulesFile
 		s.watcher, err = reload.New(reload.Config{
 			Path:     path,
-			Interval: o.ConfigReloadInterval,
-			Metrics:  c.Metrics,
+			Interval: c.ConfigReloadInterval,
+			Metrics:  m,
 			Apply: func(_ context.Context, data []byte) error {
 				rules, err := config.Parse(data, path)
 				if err != nil {
@@ -307,7 +308,7 @@ func (c *ServerConfig) Complete() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.watcher.Prime(c.RulesData)
+		s.watcher.Prime(rulesData)
 	}
 	return s, nil
 }
@@ -324,8 +325,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.watcher != nil {
 		wg.Go(func() { s.watcher.Run(ctx) })
 	}
-	klog.InfoS("Serving the metrics APIs", "name", s.base.Name)
-	err := s.base.Run(ctx)
+	klog.InfoS("Serving the metrics APIs", "name", s.name)
+	err := s.api.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	cancel()
 	wg.Wait()
 	s.prom.CloseIdleConnections()

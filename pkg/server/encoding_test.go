@@ -1,4 +1,4 @@
-package app
+package server
 
 import (
 	"context"
@@ -148,20 +148,12 @@ func (e countingEncoder) Encode(obj runtime.Object, w io.Writer) error {
 
 // startConfiguredServer starts the adapter in-process with fixedProvider,
 // after tweak has adjusted its configuration.
-func startConfiguredServer(t *testing.T, tweak func(*ServerConfig)) *testServer {
+func startConfiguredServer(t *testing.T, tweak func(*Config)) *testServer {
 	t.Helper()
-	o, rulesFile, port := testServerOptions(t, testRules, "http://127.0.0.1:9")
-	o.NewProviders = func(ProviderDeps) (*Providers, error) {
+	cfg, rulesFile, port := testConfig(t, testRules, "http://127.0.0.1:9", tweak)
+	cfg.NewProviders = func(ProviderDeps) (*Providers, error) {
 		return &Providers{Custom: fixedProvider{}, External: fixedProvider{}}, nil
 	}
-	if errs := o.Validate(); len(errs) != 0 {
-		t.Fatalf("Validate: %v", errs)
-	}
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tweak(cfg)
 	srv, err := cfg.Complete()
 	if err != nil {
 		t.Fatal(err)
@@ -287,14 +279,14 @@ func TestServerEncodingUnchanged(t *testing.T) {
 		t.Skip("starts two full API servers")
 	}
 	want := make(map[string]answer, len(encodingRequests))
-	lib := startConfiguredServer(t, func(c *ServerConfig) { c.libraryMetricsAPIs = true })
+	lib := startConfiguredServer(t, func(c *Config) { c.libraryMetricsAPIs = true })
 	for _, r := range encodingRequests {
 		want[r.name] = lib.do(r)
 	}
 	lib.stop()
 
 	var libraryLists atomic.Int64
-	ts := startConfiguredServer(t, func(c *ServerConfig) {
+	ts := startConfiguredServer(t, func(c *Config) {
 		c.MetricsSerializer = func(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
 			return apiencode.NewNegotiatedSerializer(countingSerializer{NegotiatedSerializer: ns, lists: &libraryLists})
 		}

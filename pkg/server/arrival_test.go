@@ -1,4 +1,4 @@
-package app
+package server
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 		p.prom = deps.Prometheus
 		return &Providers{Custom: p, External: p}, nil
 	}
-	ts := startTestServer(t, factory, promSrv.URL)
+	ts := startTestServer(t, factory, promSrv.URL, nil)
 	ts.waitUntil("/readyz", func() bool {
 		code, _ := ts.get("/readyz")
 		return code == http.StatusOK

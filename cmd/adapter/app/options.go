@@ -17,6 +17,8 @@ import (
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/server"
 )
 
 // serverName names the API server in logs and its OpenAPI document.
@@ -57,10 +59,6 @@ type ServerOptions struct {
 	// GCHeapFloor is the heap goal floor (gcfloor), a quantity such as
 	// "128Mi"; "0" leaves GOGC alone.
 	GCHeapFloor string
-
-	// NewProviders builds the metrics providers. NewServerOptions sets the
-	// default; tests replace it with fakes.
-	NewProviders ProvidersFactory
 }
 
 // NewServerOptions returns the options with their defaults.
@@ -78,7 +76,6 @@ func NewServerOptions() *ServerOptions {
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
 		GCHeapFloor:          resource.NewQuantity(gcfloor.DefaultFloor, resource.BinarySI).String(),
-		NewProviders:         defaultProviders,
 	}
 }
 
@@ -152,9 +149,6 @@ func (o *ServerOptions) Validate() []error {
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
 	}
-	if o.NewProviders == nil {
-		errs = append(errs, fmt.Errorf("no metrics providers factory"))
-	}
 	return errs
 }
 
@@ -174,16 +168,43 @@ func (o *ServerOptions) gcHeapFloor() (uint64, error) {
 	return uint64(v), nil
 }
 
-// discoveryStrategy is the validated --discovery-strategy.
-func (o *ServerOptions) discoveryStrategy() discovery.Strategy {
-	s, _ := discovery.ParseStrategy(o.DiscoveryStrategy)
-	return s
-}
-
-// maxAge is the effective discovery look-back.
-func (o *ServerOptions) maxAge() time.Duration {
-	if o.MaxAge == 0 {
-		return o.RelistInterval
+// Config builds the server's configuration from validated options: the
+// generic API server's configuration (this binds the serving port) and
+// plain values.
+func (o *ServerOptions) Config() (*server.Config, error) {
+	base := o.Base
+	// The OpenAPI document knows the types of every metrics group the
+	// server may install.
+	resourcemetrics.SetOpenAPIConfig(base)
+	// /metrics is the server's own (the adapter's registry and the
+	// Kubernetes component metrics), not the generic server's.
+	base.CustomMetricsAdapterServerOptions.EnableMetrics = false
+	apiConfig, err := base.Config()
+	if err != nil {
+		return nil, fmt.Errorf("configuring the API server: %w", err)
 	}
-	return o.MaxAge
+	if o.DisableHTTP2 && apiConfig.GenericConfig.SecureServing != nil {
+		apiConfig.GenericConfig.SecureServing.DisableHTTP2 = true
+	}
+	informers, err := base.Informers()
+	if err != nil {
+		return nil, fmt.Errorf("building the informers: %w", err)
+	}
+	strategy, err := discovery.ParseStrategy(o.DiscoveryStrategy)
+	if err != nil {
+		return nil, fmt.Errorf("--discovery-strategy: %w", err)
+	}
+	return &server.Config{
+		Name:                 base.Name,
+		APIServer:            apiConfig,
+		Informers:            informers,
+		Kube:                 base,
+		RulesFile:            o.ConfigFile,
+		ConfigReloadInterval: o.ConfigReloadInterval,
+		Prometheus:           o.Prometheus,
+		RelistInterval:       o.RelistInterval,
+		MaxAge:               o.MaxAge,
+		DiscoveryStrategy:    strategy,
+		ClientCertCacheTTL:   o.ClientCertCacheTTL,
+	}, nil
 }

@@ -1,7 +1,6 @@
-package app
+package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -31,12 +30,16 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
 const testRules = `rules:
@@ -121,7 +124,7 @@ type fakeProviders struct {
 }
 
 func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
-	if deps.Prometheus == nil || deps.Metrics == nil || deps.Config == nil || deps.Base == nil {
+	if deps.Prometheus == nil || deps.Metrics == nil || deps.Config == nil || deps.Kube == nil {
 		return nil, fmt.Errorf("incomplete deps: %+v", deps)
 	}
 	if deps.MaxAge != deps.RelistInterval {
@@ -168,15 +171,15 @@ type testServer struct {
 
 // startTestServer starts the adapter with the given providers factory and
 // Prometheus URL against a fake Kubernetes API, with extra flags.
-func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, tweak func(*Config)) *testServer {
 	t.Helper()
-	return startTestServerWithRules(t, testRules, factory, promURL, extra...)
+	return startTestServerWithRules(t, testRules, factory, promURL, tweak)
 }
 
-// testServerOptions parses the flags of an in-process adapter on a free
-// loopback port: the given rules, a fake Kubernetes API for the lister,
-// authentication and authorization, Prometheus at promURL, then extra.
-func testServerOptions(t *testing.T, rules, promURL string, extra ...string) (o *ServerOptions, rulesFile string, port int) {
+// testConfig configures an in-process adapter on a free loopback port:
+// the given rules, a fake Kubernetes API for the lister, authentication and
+// authorization, Prometheus at promURL; tweak, when not nil, adjusts it.
+func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *Config, rulesFile string, port int) {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := writeKubeconfig(t, dir, fakeKubeAPI(t).URL)
@@ -190,11 +193,11 @@ func testServerOptions(t *testing.T, rules, promURL string, extra ...string) (o 
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 
-	o = NewServerOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	args := append([]string{
-		"--config=" + rulesFile,
+	// The generic API server's configuration, from custom-metrics-apiserver's
+	// own flags as the command line sets them.
+	base := &basecmd.AdapterBase{Name: "test-adapter", FlagSet: pflag.NewFlagSet("test", pflag.ContinueOnError)}
+	base.InstallFlags()
+	if err := base.FlagSet.Parse([]string{
 		"--lister-kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -202,23 +205,43 @@ func testServerOptions(t *testing.T, rules, promURL string, extra ...string) (o 
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		fmt.Sprintf("--secure-port=%d", port),
 		"--bind-address=127.0.0.1",
-		"--prometheus-url=" + promURL,
-	}, extra...)
-	if err := fs.Parse(args); err != nil {
+	}); err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	o.Base.SecureServing.Listener = ln
-	return o, rulesFile, port
+	base.SecureServing.Listener = ln
+	resourcemetrics.SetOpenAPIConfig(base)
+	apiConfig, err := base.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := base.Informers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := prom.NewOptions()
+	po.URL = promURL
+	cfg = &Config{
+		Name:               base.Name,
+		APIServer:          apiConfig,
+		Informers:          inf,
+		Kube:               base,
+		RulesFile:          rulesFile,
+		Prometheus:         po,
+		RelistInterval:     time.Minute,
+		DiscoveryStrategy:  discovery.StrategyLabels,
+		ClientCertCacheTTL: certauth.DefaultTTL,
+	}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	return cfg, rulesFile, port
 }
 
 // startTestServerWithRules is startTestServer with a given rules file.
-func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, extra ...string) *testServer {
+func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, tweak func(*Config)) *testServer {
 	t.Helper()
-	o, rulesFile, port := testServerOptions(t, rules, promURL, extra...)
-	o.NewProviders = factory
-	if errs := o.Validate(); len(errs) != 0 {
-		t.Fatalf("Validate: %v", errs)
-	}
+	cfg, rulesFile, port := testConfig(t, rules, promURL, tweak)
+	cfg.NewProviders = factory
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{
@@ -232,7 +255,14 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 		cancel:    cancel,
 		rulesFile: rulesFile,
 	}
-	go func() { ts.errc <- serve(ctx, o) }()
+	go func() {
+		srv, err := cfg.Complete()
+		if err != nil {
+			ts.errc <- err
+			return
+		}
+		ts.errc <- srv.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		ts.client.CloseIdleConnections()
 		cancel()
@@ -247,7 +277,7 @@ func startReadyServer(t *testing.T, custom cmprovider.CustomMetricsProvider, ext
 	factory := func(ProviderDeps) (*Providers, error) {
 		return &Providers{Custom: custom, External: external}, nil
 	}
-	ts := startTestServer(t, factory, "http://127.0.0.1:9")
+	ts := startTestServer(t, factory, "http://127.0.0.1:9", nil)
 	ts.waitUntil("/readyz", func() bool {
 		code, _ := ts.get("/readyz")
 		return code == http.StatusOK
@@ -312,7 +342,7 @@ func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	fp := &fakeProviders{}
-	ts := startTestServer(t, fp.factory, "http://127.0.0.1:9", "--config-reload-interval=20ms")
+	ts := startTestServer(t, fp.factory, "http://127.0.0.1:9", func(c *Config) { c.ConfigReloadInterval = 20 * time.Millisecond })
 	get, waitUntil, rulesFile := ts.get, ts.waitUntil, ts.rulesFile
 
 	// Up but not ready: the discovery check fails /readyz, not /livez.
@@ -415,7 +445,7 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "shop", "pod": "cart"},
 	})
 	defer fake.Close()
-	ts := startTestServer(t, defaultProviders, fake.URL)
+	ts := startTestServer(t, DefaultProviders, fake.URL, nil)
 
 	ts.waitUntil("/readyz after the first discovery", func() bool {
 		code, _ := ts.get("/readyz")
@@ -539,7 +569,7 @@ func TestServerInstallsResourceMetrics(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
-	ts := startTestServerWithRules(t, testRules+testResourceRules, defaultProviders, fake.URL)
+	ts := startTestServerWithRules(t, testRules+testResourceRules, DefaultProviders, fake.URL, nil)
 	ts.waitUntil("/readyz", func() bool {
 		code, _ := ts.get("/readyz")
 		return code == http.StatusOK
@@ -613,7 +643,7 @@ func TestServerPrometheusFaults(t *testing.T) {
 	}))
 	defer front.Close()
 
-	ts := startTestServer(t, defaultProviders, front.URL, "--prometheus-timeout=300ms")
+	ts := startTestServer(t, DefaultProviders, front.URL, func(c *Config) { c.Prometheus.Timeout = 300 * time.Millisecond })
 	ts.waitUntil("/readyz to report discovery failing", func() bool {
 		code, body := ts.get("/readyz?verbose")
 		return code == http.StatusInternalServerError && strings.Contains(body, "[-]discovery failed") ||
@@ -647,161 +677,6 @@ func truncateForLog(s string) string {
 		return s[:400] + "..."
 	}
 	return s
-}
-
-func TestValidateReportsEveryBadFlag(t *testing.T) {
-	dir := t.TempDir()
-	rulesFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		args []string
-		want []string // substrings, one per expected error, in order
-	}{
-		{name: "valid", args: []string{"--config=" + rulesFile}},
-		{
-			name: "everything wrong at once",
-			args: []string{
-				"--secure-port=70000",
-				"--prometheus-url=localhost:9090",
-				"--prometheus-verb=PATCH",
-				"--prometheus-header=no-equals-sign",
-				"--metrics-relist-interval=0s",
-				"--metrics-max-age=-1m",
-				"--config-reload-interval=-5s",
-				"--client-cert-verify-cache-ttl=-1s",
-				"--gc-heap-floor=lots",
-				"--client-qps=-1",
-			},
-			want: []string{
-				"--secure-port",
-				"--prometheus-url", "--prometheus-verb", "--prometheus-header[0]",
-				"--config: required",
-				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-cert-verify-cache-ttl", `--gc-heap-floor: "lots"`, "--client-qps",
-			},
-		},
-		{
-			name: "negative heap floor",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=-1Mi"},
-			want: []string{`--gc-heap-floor: "-1Mi": must not be negative (0 leaves GOGC alone)`},
-		},
-		{
-			name: "fractional bytes",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=1.5"},
-			want: []string{`--gc-heap-floor: "1.5": not a whole number of bytes`},
-		},
-		{
-			name: "heap floor off",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=0"},
-		},
-		{
-			name: "max age below the relist interval",
-			args: []string{"--config=" + rulesFile, "--metrics-relist-interval=5m", "--metrics-max-age=1m"},
-			want: []string{"--metrics-max-age 1m0s: must not be less than --metrics-relist-interval 5m0s"},
-		},
-		{
-			name: "unknown discovery strategy",
-			args: []string{"--config=" + rulesFile, "--discovery-strategy=fast"},
-			want: []string{`--discovery-strategy: unknown discovery strategy "fast" (want labels, grouped or series)`},
-		},
-		{
-			name: "every discovery strategy is accepted",
-			args: []string{"--config=" + rulesFile, "--discovery-strategy=series"},
-		},
-		{
-			name: "config is missing or a directory",
-			args: []string{"--config=" + dir},
-			want: []string{"is a directory"},
-		},
-		{
-			name: "config does not exist",
-			args: []string{"--config=" + filepath.Join(dir, "nope.yaml")},
-			want: []string{"--config: stat"},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewServerOptions()
-			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			var got []string
-			for _, err := range o.Validate() {
-				got = append(got, err.Error())
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("error %d = %q, want it to mention %q", i, got[i], w)
-				}
-			}
-		})
-	}
-}
-
-func TestValidateWithoutFlags(t *testing.T) {
-	// Options used programmatically, without a flag set, validate too.
-	o := NewServerOptions()
-	errs := o.Validate()
-	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--config: required") {
-		t.Errorf("Validate on defaults = %v, want only the missing --config", errs)
-	}
-}
-
-func TestRunServerReportsFlagErrorsAndExits(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	code := runServer([]string{"--prometheus-verb=PATCH", "--metrics-relist-interval=0s"}, &stdout, &stderr)
-	if code != 2 {
-		t.Errorf("exit code %d, want 2", code)
-	}
-	for _, want := range []string{"--prometheus-verb", "--metrics-relist-interval", "--config: required"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
-		}
-	}
-	stderr.Reset()
-	if code := runServer([]string{"--no-such-flag"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "no-such-flag") {
-		t.Errorf("unknown flag: exit %d, stderr %q", code, stderr.String())
-	}
-}
-
-func TestFlagsKeepPrometheusAdapterArgs(t *testing.T) {
-	// A prometheus-adapter Deployment's args, as kube-prometheus ships them.
-	args := []string{
-		"--cert-dir=/var/run/serving-cert",
-		"--config=/etc/adapter/config.yaml",
-		"--metrics-relist-interval=1m",
-		"--prometheus-url=http://prometheus-k8s.monitoring.svc:9090/",
-		"--secure-port=6443",
-		"--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-		"--prometheus-auth-incluster",
-		"--prometheus-ca-file=/etc/ssl/ca.crt",
-		"--prometheus-token-file=/var/run/token",
-		"--prometheus-header=X-Scope-OrgID=tenant",
-		"--prometheus-verb=POST",
-		"--metrics-max-age=5m",
-		"--lister-kubeconfig=/etc/kubeconfig",
-		"--authentication-kubeconfig=/etc/kubeconfig",
-		"--authorization-kubeconfig=/etc/kubeconfig",
-		"--disable-http2",
-		"--v=2",
-		"--audit-log-path=-",
-	}
-	o := NewServerOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("prometheus-adapter args rejected: %v", err)
-	}
-	if o.MaxAge != 5*time.Minute || o.RelistInterval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
-		t.Errorf("parsed %+v", o)
-	}
 }
 
 func TestQuietError(t *testing.T) {

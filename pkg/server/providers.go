@@ -1,4 +1,4 @@
-package app
+package server
 
 import (
 	"context"
@@ -27,14 +27,14 @@ import (
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
-// defaultProviders is the providers factory the server uses: discovery
+// DefaultProviders is the providers factory the server uses: discovery
 // (pkg/discovery) relisting Prometheus into an index, and the custom and
 // external metrics provider (pkg/provider) serving requests from that index,
 // objects from metadata informers, and values from the coalescing
 // Prometheus client; and, when the rules file has resourceRules at startup,
 // metrics.k8s.io (pkg/resourcemetrics) from the same client and rules.
-func defaultProviders(deps ProviderDeps) (*Providers, error) {
-	mapper, err := deps.Base.RESTMapper()
+func DefaultProviders(deps ProviderDeps) (*Providers, error) {
+	mapper, err := deps.Kube.RESTMapper()
 	if err != nil {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
@@ -54,7 +54,7 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, err
 	}
-	restConfig, err := deps.Base.ClientConfig()
+	restConfig, err := deps.Kube.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +97,6 @@ func defaultProviders(deps ProviderDeps) (*Providers, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The server's OpenAPI configuration must know the group's types.
-		resourcemetrics.SetOpenAPIConfig(deps.Base)
 	}
 	readiness := disc.Checker()
 	providers := &Providers{

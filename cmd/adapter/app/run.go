@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/pflag"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/klog/v2"
+
+	"github.com/promscaler/promscaler/internal/gcfloor"
+)
+
+// runServer runs the aggregated API server until SIGTERM/SIGINT:
+// flags -> Validate (every bad flag at once) -> Config -> Complete -> Run.
+func runServer(args []string, stdout, stderr io.Writer) int {
+	defer klog.Flush()
+	o := NewServerOptions()
+	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "adapter: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "adapter: unexpected argument %q (subcommands: check-config, explain)\n", fs.Arg(0))
+		return 2
+	}
+	if errs := o.Validate(); len(errs) > 0 {
+		fmt.Fprintln(stderr, "adapter: invalid flags:")
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "  %v\n", err)
+		}
+		return 2
+	}
+	if err := serve(genericapiserver.SetupSignalContext(), o); err != nil {
+		fmt.Fprintf(stderr, "adapter: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// serve builds the server from validated options and runs it until ctx ends.
+func serve(ctx context.Context, o *ServerOptions) error {
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	srv, err := cfg.Complete()
+	if err != nil {
+		return err
+	}
+	floor, _ := o.gcHeapFloor()
+	if t := gcfloor.FromEnv(floor); t != nil {
+		klog.InfoS("Garbage collector heap goal floor", "floorBytes", floor, "gogc", t.Percent())
+		defer t.Stop()
+	}
+	return srv.Run(ctx)
+}
