@@ -96,7 +96,20 @@ type Config struct {
 	// controller's own last write to it (kube-controller-manager's
 	// StaleControllerConsistencyHPA gate, on by default in 1.37).
 	StaleReadCheck bool
+	// Fence, when set (leader election), is asked right before every write
+	// (/scale, HPA status and annotations, events); when it refuses, the
+	// write is not made and the workers stop (Run returns an error wrapping
+	// ErrNotLeader). Nil: every write is allowed.
+	Fence Fence
+	// FencePollInterval is how often Run asks the Fence between writes, so
+	// a lost lease stops the workers even when nothing is written; zero
+	// means DefaultFencePollInterval.
+	FencePollInterval time.Duration
 }
+
+// DefaultFencePollInterval is how often a running controller checks its
+// Fence between writes.
+const DefaultFencePollInterval = 250 * time.Millisecond
 
 // Validate reports every missing dependency and invalid setting.
 func (c *Config) Validate() []error {
@@ -131,6 +144,9 @@ func (c *Config) Validate() []error {
 	if c.DryRunAnnotate && !c.DryRun {
 		errs = append(errs, errors.New("controller config: DryRunAnnotate needs DryRun"))
 	}
+	if c.FencePollInterval < 0 {
+		errs = append(errs, fmt.Errorf("controller config: FencePollInterval %v must not be negative", c.FencePollInterval))
+	}
 	return errs
 }
 
@@ -153,6 +169,11 @@ type Controller struct {
 	states map[string]*hpaEntry // per HPA key; see entryFor
 
 	ready atomic.Bool
+	// lost is closed, once, when the Fence refused a write or a poll;
+	// lostErr says why.
+	lostOnce sync.Once
+	lost     chan struct{}
+	lostErr  error
 	// reconciled, when set (tests and benchmarks), is called after each
 	// reconcile with the key.
 	reconciled func(key string)
@@ -185,6 +206,10 @@ func New(cfg Config) (*Controller, error) {
 		),
 		selectors: newSelectorStore(),
 		states:    map[string]*hpaEntry{},
+		lost:      make(chan struct{}),
+	}
+	if c.cfg.FencePollInterval == 0 {
+		c.cfg.FencePollInterval = DefaultFencePollInterval
 	}
 	reg, err := cfg.HPAInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addHPA,
@@ -218,20 +243,45 @@ func (c *Controller) HasSynced() bool {
 func (c *Controller) Ready() bool { return c.ready.Load() }
 
 // Run waits for the informer caches, then reconciles with cfg.Workers
-// workers until ctx is done. It returns once every worker has stopped.
+// workers until ctx is done or the Fence refuses. It returns once every
+// worker has stopped: nil when ctx ended, an error wrapping ErrNotLeader
+// when the fence stopped it.
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting HPA controller", "workers", c.cfg.Workers, "syncPeriod", c.cfg.SyncPeriod, "dryRun", c.cfg.DryRun)
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	defer func() {
+		cancel()
 		c.queue.ShutDown()
 		wg.Wait()
 		c.ready.Store(false)
 		logger.Info("Stopped HPA controller")
 	}()
+	// A refused fence cancels the workers' context first of all.
+	go func() {
+		select {
+		case <-c.lost:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if c.cfg.Fence != nil {
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(context.Context) {
+				if _, err := c.cfg.Fence.ValidUntil(); err != nil {
+					c.fenceLost(err)
+				}
+			}, c.cfg.FencePollInterval)
+		})
+	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		if err := c.lostError(); err != nil {
+			return err
+		}
 		return fmt.Errorf("waiting for HPA and pod caches to sync: %w", ctx.Err())
 	}
 	for range c.cfg.Workers {
@@ -241,7 +291,59 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.ready.Store(true)
 	<-ctx.Done()
-	return nil
+	return c.lostError()
+}
+
+// fenceLost stops the workers because the fence refused (once).
+func (c *Controller) fenceLost(err error) {
+	c.lostOnce.Do(func() {
+		c.lostErr = err
+		close(c.lost)
+		c.tel.FenceRefusals.Inc()
+		klog.ErrorS(err, "Stopping the workers: this replica may no longer write")
+	})
+}
+
+// lostError returns why the fence stopped the controller, nil if it did not.
+func (c *Controller) lostError() error {
+	select {
+	case <-c.lost:
+		return fmt.Errorf("controller stopped: %w", c.lostErr)
+	default:
+		return nil
+	}
+}
+
+// writeContext returns the context for one write: bounded by the request
+// timeout and by the time the fence allows writes until. When the fence
+// refuses, it stops the workers and returns an error wrapping ErrNotLeader.
+func (c *Controller) writeContext(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	timeout := c.cfg.RequestTimeout
+	if c.cfg.Fence != nil {
+		until, err := c.cfg.Fence.ValidUntil()
+		if err != nil {
+			c.fenceLost(err)
+			return nil, nil, fmt.Errorf("refusing to write: %w", err)
+		}
+		if left := until.Sub(c.clock.Now()); left < timeout {
+			timeout = left
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	return wctx, cancel, nil
+}
+
+// mayWrite reports whether the fence allows a write now (events, which
+// take no context); a refusal stops the workers.
+func (c *Controller) mayWrite() bool {
+	if c.cfg.Fence == nil {
+		return true
+	}
+	if _, err := c.cfg.Fence.ValidUntil(); err != nil {
+		c.fenceLost(err)
+		return false
+	}
+	return true
 }
 
 func (c *Controller) addHPA(obj any) {

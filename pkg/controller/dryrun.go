@@ -73,7 +73,10 @@ func (c *Controller) annotate(ctx context.Context, hpa *autoscalingv2.Horizontal
 	if err != nil {
 		return nil, fmt.Errorf("encoding dry-run patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	rctx, cancel, err := c.writeContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer cancel()
 	updated, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(rctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {

@@ -109,10 +109,12 @@ type harness struct {
 	scaleOf map[string]*autoscalingv1.Scale // name -> current /scale
 }
 
-type harnessOption func(*Config)
+// harnessOption changes the controller's Config; it may use the
+// harness's fakes (its clock).
+type harnessOption func(*harness, *Config)
 
 func dryRun(annotate bool) harnessOption {
-	return func(c *Config) { c.DryRun, c.DryRunAnnotate = true, annotate }
+	return func(_ *harness, c *Config) { c.DryRun, c.DryRunAnnotate = true, annotate }
 }
 
 func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
@@ -214,7 +216,7 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 		Workers:     2,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		o(h, &cfg)
 	}
 	h.c, err = New(cfg)
 	if err != nil {

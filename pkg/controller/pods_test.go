@@ -163,7 +163,7 @@ func TestStatusWriteRecordsVersion(t *testing.T) {
 		h := newHarness(t, world{
 			hpas:    []*autoscalingv2.HorizontalPodAutoscaler{cpuHPA("web", 1, 10, 50)},
 			targets: []target{{name: "web", replicas: 2, cpuRequest: 100, cpuUsage: []int64{52, 53}}},
-		}, func(c *Config) { c.StaleReadCheck = check })
+		}, func(_ *harness, c *Config) { c.StaleReadCheck = check })
 		h.kube.PrependReactor("update", "horizontalpodautoscalers", func(a core.Action) (bool, runtime.Object, error) {
 			obj := a.(core.UpdateAction).GetObject().(*autoscalingv2.HorizontalPodAutoscaler).DeepCopy()
 			obj.ResourceVersion = "42"

@@ -134,9 +134,12 @@ func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.Horizontal
 func (c *Controller) updateScale(ctx context.Context, namespace, name string, gr schema.GroupResource, sc *autoscalingv1.Scale, replicas int32, reference string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sc.Spec.Replicas = replicas
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+		rctx, cancel, err := c.writeContext(ctx)
+		if err != nil {
+			return err
+		}
 		defer cancel()
-		_, err := c.cfg.Scales.Scales(namespace).Update(rctx, gr, sc, metav1.UpdateOptions{})
+		_, err = c.cfg.Scales.Scales(namespace).Update(rctx, gr, sc, metav1.UpdateOptions{})
 		if err == nil {
 			return nil
 		}
@@ -286,6 +289,9 @@ func timed[T any](f *fetcher, source string, read func(context.Context) (T, erro
 
 // record emits the decision's events on the HPA.
 func (c *Controller) record(hpa *autoscalingv2.HorizontalPodAutoscaler, evs []autoscaler.Event) {
+	if len(evs) == 0 || !c.mayWrite() {
+		return
+	}
 	for _, e := range evs {
 		note := e.Message
 		if len(note) > maxEventNote {
@@ -332,7 +338,10 @@ func (c *Controller) writeDecision(ctx context.Context, e *hpaEntry, hpa *autosc
 	// A shallow copy: only the status differs and nothing is mutated.
 	updated := *hpa
 	updated.Status = d.Status
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	rctx, cancel, err := c.writeContext(ctx)
+	if err != nil {
+		return err
+	}
 	defer cancel()
 	written, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).UpdateStatus(rctx, &updated, metav1.UpdateOptions{})
 	if err != nil {

@@ -56,6 +56,9 @@ type Metrics struct {
 	DesiredReplicas *prometheus.GaugeVec
 	// HPAs is the number of HPAs whose state the controller keeps.
 	HPAs prometheus.Gauge
+	// FenceRefusals counts the times the fence refused a write and stopped
+	// the workers (at most once per process).
+	FenceRefusals prometheus.Counter
 	// Leader is 1 while this process holds the leader lease (or runs
 	// without leader election), else 0.
 	Leader prometheus.Gauge
@@ -99,13 +102,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "hpas",
 			Help: "HPAs whose state (recommendations, scale events) the controller keeps.",
 		}),
+		FenceRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "fence_refusals_total",
+			Help: "Times the leader lease fence refused a write (lease lost or not renewed in time) and stopped the workers.",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "leader",
 			Help: "1 while this process is the active controller (holds the lease or runs without leader election).",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.ReconcileDuration, m.Decisions, m.MetricFetchErrors, m.MetricFetchDuration,
-		m.ScaleOperations, m.StatusUpdates, m.DesiredReplicas, m.HPAs, m.Leader} {
+		m.ScaleOperations, m.StatusUpdates, m.DesiredReplicas, m.HPAs, m.FenceRefusals, m.Leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering controller metrics: %w", err)
 		}

@@ -69,6 +69,7 @@ type Options struct {
 	LeaderElectLeaseDuration     time.Duration
 	LeaderElectRenewDeadline     time.Duration
 	LeaderElectRetryPeriod       time.Duration
+	LeaderElectFenceMargin       time.Duration
 	LeaderElectResourceName      string
 	LeaderElectResourceNamespace string
 }
@@ -92,6 +93,7 @@ func NewOptions() *Options {
 		LeaderElectLeaseDuration:     15 * time.Second,
 		LeaderElectRenewDeadline:     10 * time.Second,
 		LeaderElectRetryPeriod:       2 * time.Second,
+		LeaderElectFenceMargin:       2 * time.Second,
 		LeaderElectResourceName:      componentName,
 		LeaderElectResourceNamespace: "kube-system",
 	}
@@ -137,6 +139,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long the leader keeps retrying to renew before it gives up leadership. Must be less than the lease duration.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod,
 		"How long clients wait between attempts to acquire or renew the lease.")
+	fs.DurationVar(&o.LeaderElectFenceMargin, "leader-elect-fence-margin", o.LeaderElectFenceMargin,
+		"Writes (/scale, HPA status and annotations, events) are made only until the lease duration less this margin after the last successful lease renewal; past it the workers stop and the process exits. Must be less than the lease duration.")
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName,
 		"Name of the Lease object used for leader election.")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace,
@@ -200,6 +204,11 @@ func (o *Options) Validate() []error {
 		positive("leader-elect-lease-duration", o.LeaderElectLeaseDuration)
 		positive("leader-elect-renew-deadline", o.LeaderElectRenewDeadline)
 		positive("leader-elect-retry-period", o.LeaderElectRetryPeriod)
+		positive("leader-elect-fence-margin", o.LeaderElectFenceMargin)
+		if o.LeaderElectFenceMargin > 0 && o.LeaderElectFenceMargin >= o.LeaderElectLeaseDuration {
+			errs = append(errs, fmt.Errorf("--leader-elect-fence-margin %v: must be less than --leader-elect-lease-duration %v",
+				o.LeaderElectFenceMargin, o.LeaderElectLeaseDuration))
+		}
 		if o.LeaderElectRenewDeadline > 0 && o.LeaderElectLeaseDuration <= o.LeaderElectRenewDeadline {
 			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration %v: must be greater than --leader-elect-renew-deadline %v",
 				o.LeaderElectLeaseDuration, o.LeaderElectRenewDeadline))
@@ -272,6 +281,7 @@ func (o *Options) Config() (*Config, error) {
 			LeaseDuration: o.LeaderElectLeaseDuration,
 			RenewDeadline: o.LeaderElectRenewDeadline,
 			RetryPeriod:   o.LeaderElectRetryPeriod,
+			FenceMargin:   o.LeaderElectFenceMargin,
 		}
 	}
 	return c, nil

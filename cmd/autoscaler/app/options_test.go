@@ -124,6 +124,7 @@ func TestConfig(t *testing.T) {
 		LeaderElection: &LeaderElectionConfig{
 			Name: "hpa", Namespace: "autoscaling",
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+			FenceMargin: 2 * time.Second,
 		},
 	}
 	if diff := cmp.Diff(want, cfg, cmpopts.IgnoreFields(LeaderElectionConfig{}, "Identity")); diff != "" {

@@ -80,6 +80,9 @@ type LeaderElectionConfig struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// FenceMargin: writes are allowed until LeaseDuration - FenceMargin
+	// after the last successful renewal (see controller.LeaseFence).
+	FenceMargin time.Duration
 }
 
 // Completed is a Config with every client, informer and the controller
@@ -94,6 +97,9 @@ type Completed struct {
 	telemetry   *controller.Metrics
 	controller  *controller.Controller
 	leaderCheck *leaderelection.HealthzAdaptor
+	// lock is the leader election lock, wrapped by the fence that guards
+	// the controller's writes; nil without leader election.
+	lock *controller.LeaseFence
 	// standby is true while leader election runs and this process does not
 	// hold the lease.
 	standby atomic.Bool
@@ -181,7 +187,18 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, informerResync,
 		informers.WithTransform(stripManagedFields))
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
-	ctrl, err := controller.New(controller.Config{
+	var fence *controller.LeaseFence
+	if le := c.LeaderElection; le != nil {
+		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.Name,
+			kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: le.Identity})
+		if err != nil {
+			return nil, fmt.Errorf("leader election lock %s/%s: %w", le.Namespace, le.Name, err)
+		}
+		if fence, err = controller.NewLeaseFence(lock, clock.RealClock{}, le.LeaseDuration, le.FenceMargin); err != nil {
+			return nil, err
+		}
+	}
+	ctrlCfg := controller.Config{
 		Autoscaler:     core,
 		HPAs:           kube.AutoscalingV2(),
 		Scales:         cl.scales,
@@ -197,7 +214,11 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 		DryRun:         c.DryRun,
 		DryRunAnnotate: c.DryRunAnnotate,
 		StaleReadCheck: c.StaleReadCheck,
-	})
+	}
+	if fence != nil {
+		ctrlCfg.Fence = fence
+	}
+	ctrl, err := controller.New(ctrlCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +231,7 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 		registry:    reg,
 		telemetry:   tel,
 		controller:  ctrl,
+		lock:        fence,
 	}
 	if c.LeaderElection != nil {
 		cc.leaderCheck = leaderelection.NewLeaderHealthzAdaptor(leaderHealthTimeout)
@@ -279,8 +301,12 @@ func (cc *Completed) runController(ctx context.Context) error {
 }
 
 // runLeaderElection campaigns for the Lease and runs the controller while
-// holding it.
+// holding it. When the controller stops on its own (its fence refused: the
+// lease is lost or was not renewed in time), the election stops too and
+// Run returns that error, so the process exits.
 func (cc *Completed) runLeaderElection(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
 		started atomic.Bool
 		lost    atomic.Bool
@@ -289,11 +315,15 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 		stopped = make(chan error, 1)
 	)
 	cc.standby.Store(true)
-	lec, err := leaderElectionConfig(cc.cfg.LeaderElection, cc.kube, cc.leaderCheck, leaderelection.LeaderCallbacks{
+	lec, err := leaderElectionConfig(cc.cfg.LeaderElection, cc.lock, cc.leaderCheck, leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(ctx context.Context) {
 			started.Store(true)
 			cc.standby.Store(false)
-			stopped <- cc.runController(ctx)
+			err := cc.runController(ctx)
+			stopped <- err
+			if err != nil {
+				cancel()
+			}
 		},
 		OnStoppedLeading: func() {
 			if ctx.Err() == nil {
@@ -317,20 +347,18 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 	if started.Load() {
 		runErr = <-stopped
 	}
+	if runErr != nil {
+		return runErr
+	}
 	if lost.Load() {
 		return fmt.Errorf("leader election lost: lease %s/%s", cc.cfg.LeaderElection.Namespace, cc.cfg.LeaderElection.Name)
 	}
 	return runErr
 }
 
-// leaderElectionConfig builds client-go's leader election settings with a
-// Lease lock.
-func leaderElectionConfig(c *LeaderElectionConfig, kube kubernetes.Interface, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (leaderelection.LeaderElectionConfig, error) {
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.Namespace, c.Name,
-		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: c.Identity})
-	if err != nil {
-		return leaderelection.LeaderElectionConfig{}, fmt.Errorf("leader election lock %s/%s: %w", c.Namespace, c.Name, err)
-	}
+// leaderElectionConfig builds client-go's leader election settings around
+// lock (the Lease lock behind the controller's fence).
+func leaderElectionConfig(c *LeaderElectionConfig, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (leaderelection.LeaderElectionConfig, error) {
 	return leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   c.LeaseDuration,

@@ -22,6 +22,7 @@ import (
 	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
@@ -31,13 +32,20 @@ func testLeaderElection(identity string) *LeaderElectionConfig {
 	return &LeaderElectionConfig{
 		Name: "promscaler-autoscaler", Namespace: "kube-system", Identity: identity,
 		LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+		FenceMargin: 200 * time.Millisecond,
 	}
 }
 
 func TestLeaderElectionLease(t *testing.T) {
 	kube := k8sfake.NewClientset()
 	started := make(chan struct{})
-	lec, err := leaderElectionConfig(testLeaderElection("a"), kube, leaderelection.NewLeaderHealthzAdaptor(time.Second), leaderelection.LeaderCallbacks{
+	lc := testLeaderElection("a")
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, lc.Namespace, lc.Name,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: lc.Identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lec, err := leaderElectionConfig(lc, lock, leaderelection.NewLeaderHealthzAdaptor(time.Second), leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(context.Context) { close(started) },
 		OnStoppedLeading: func() {},
 	})
