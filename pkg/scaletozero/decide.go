@@ -1,0 +1,217 @@
+// Package scaletozero decides what promscaler's autoscaler does beside
+// kube-controller-manager's HPA controller for one annotated HPA: take an
+// idle target to zero replicas, wake it to minReplicas when its activation
+// metric rises above a threshold, and hold fallback replicas while the
+// HPA's metrics cannot be read. Everything here is a pure function of
+// plain values and the time given in the Input: the controller
+// (pkg/controller) does the reading and writing, and `autoscaler simulate`
+// replays the same decisions offline.
+package scaletozero
+
+import (
+	"fmt"
+	"time"
+)
+
+// Spec is what an HPA's annotations ask for (see Parse). A nil part is
+// off.
+type Spec struct {
+	// Activation, when set, enables scale to zero and back.
+	Activation *Activation
+	// Fallback, when set, holds a replica count while metrics fail.
+	Fallback *Fallback
+}
+
+// Activation configures scale to zero and back.
+type Activation struct {
+	// Metric is the metric that decides activation (an External or Object
+	// metric: it must be readable while the target has no pods).
+	Metric MetricRef
+	// ThresholdMilli is the activation threshold in milli-units: the
+	// target is active while the metric is above it.
+	ThresholdMilli int64
+	// IdlePeriod is how long the target must sit at minReplicas with the
+	// metric at or below the threshold before it is taken to zero.
+	IdlePeriod time.Duration
+}
+
+// Fallback configures the replicas held while metrics fail.
+type Fallback struct {
+	// Replicas is the count set after After consecutive failed periods.
+	Replicas int32
+	// After is the number of consecutive failed periods that trigger it.
+	After int32
+}
+
+// Phase is where an HPA stands.
+type Phase string
+
+// Phases.
+const (
+	// PhaseActive: kube-controller-manager scales the target as usual.
+	PhaseActive Phase = "Active"
+	// PhaseIdle: at minReplicas with the activation metric at or below the
+	// threshold, counting down the idle period.
+	PhaseIdle Phase = "Idle"
+	// PhaseScaledToZero: the target has no replicas; the activation metric
+	// is watched.
+	PhaseScaledToZero Phase = "ScaledToZero"
+	// PhaseFallback: metrics failed; the fallback replicas are held.
+	PhaseFallback Phase = "Fallback"
+)
+
+// Action is what a decision did.
+type Action string
+
+// Actions; each is recorded as an event reason.
+const (
+	ActionNone        Action = ""
+	ActionScaleToZero Action = "ScaledToZero"
+	ActionActivate    Action = "Activated"
+	ActionFallback    Action = "FallbackApplied"
+	ActionRecover     Action = "FallbackEnded"
+)
+
+// State is what Decide needs from one period to the next. The zero value
+// is an HPA never seen before. The caller keeps one per HPA.
+type State struct {
+	Phase Phase
+	// IdleSince is when the target was first seen idle (zero: not idle).
+	IdleSince time.Time
+	// Failures counts consecutive periods whose metric reads all failed.
+	Failures int32
+}
+
+// Input is one period's observation.
+type Input struct {
+	// Now is the decision time.
+	Now time.Time
+	// Replicas is the target's /scale spec.replicas.
+	Replicas int32
+	// MinReplicas and MaxReplicas are the HPA's (MinReplicas defaulted to 1).
+	MinReplicas, MaxReplicas int32
+	// ActivationMilli is the activation metric's value in milli-units,
+	// valid when ActivationErr is nil (ignored without an Activation).
+	ActivationMilli int64
+	ActivationErr   error
+	// MetricsFailed reports that every metric read this period failed (the
+	// HPA's own metrics and the activation metric): kube-controller-manager
+	// then leaves the replicas unchanged, so a fallback cannot fight it.
+	MetricsFailed bool
+}
+
+// Decision is the outcome of one period.
+type Decision struct {
+	// State is the state to keep for the next period.
+	State State
+	// Scale, when set, is the replica count to write to the target's /scale.
+	Scale *int32
+	// Action is what happened (ActionNone: nothing to report).
+	Action Action
+	// Reason explains the action, or the phase when there is none.
+	Reason string
+}
+
+// Decide takes one period's decision. It never scales a target that
+// kube-controller-manager is scaling: it writes 0 only at minReplicas,
+// minReplicas only at 0, and the fallback only while no metric can be read.
+func Decide(spec Spec, st State, in Input) Decision {
+	d := Decision{State: st}
+	if in.MetricsFailed {
+		return decideFailed(spec, st, in)
+	}
+	d.State.Failures = 0
+	if st.Phase == PhaseFallback {
+		d.State.Phase, d.State.IdleSince = PhaseActive, time.Time{}
+		d.Action = ActionRecover
+		d.Reason = fmt.Sprintf("metrics are readable again after %d failed periods; the HPA scales from %d replicas", st.Failures, in.Replicas)
+		return d
+	}
+	a := spec.Activation
+	if a == nil {
+		d.State.Phase, d.State.IdleSince = PhaseActive, time.Time{}
+		d.Reason = "no activation metric: scale to zero is off"
+		return d
+	}
+	if in.ActivationErr != nil {
+		// Unknown: never wake or idle on a value not read.
+		d.State.IdleSince = time.Time{}
+		if in.Replicas == 0 {
+			d.State.Phase = PhaseScaledToZero
+		} else {
+			d.State.Phase = PhaseActive
+		}
+		d.Reason = fmt.Sprintf("activation metric %s unreadable: %v", a.Metric, in.ActivationErr)
+		return d
+	}
+	value := formatMilli(in.ActivationMilli)
+	threshold := formatMilli(a.ThresholdMilli)
+	above := in.ActivationMilli > a.ThresholdMilli
+	switch {
+	case in.Replicas == 0 && above:
+		d.State.Phase, d.State.IdleSince = PhaseActive, time.Time{}
+		d.Scale = ref(in.MinReplicas)
+		d.Action = ActionActivate
+		d.Reason = fmt.Sprintf("activation metric %s is %s, above the threshold %s: scaled from 0 to minReplicas %d", a.Metric, value, threshold, in.MinReplicas)
+	case in.Replicas == 0:
+		d.State.Phase, d.State.IdleSince = PhaseScaledToZero, time.Time{}
+		d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s", a.Metric, value, threshold)
+	case above || in.Replicas != in.MinReplicas:
+		d.State.Phase, d.State.IdleSince = PhaseActive, time.Time{}
+		d.Reason = fmt.Sprintf("%d replicas (minReplicas %d), activation metric %s is %s (threshold %s)", in.Replicas, in.MinReplicas, a.Metric, value, threshold)
+	default:
+		if st.IdleSince.IsZero() || st.Phase != PhaseIdle {
+			d.State.IdleSince = in.Now
+		}
+		d.State.Phase = PhaseIdle
+		idle := in.Now.Sub(d.State.IdleSince)
+		if idle < a.IdlePeriod {
+			d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas for %v of %v", a.Metric, value, threshold, idle, a.IdlePeriod)
+			return d
+		}
+		d.State.Phase, d.State.IdleSince = PhaseScaledToZero, time.Time{}
+		d.Scale = ref(int32(0))
+		d.Action = ActionScaleToZero
+		d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas %d for %v: scaled to 0", a.Metric, value, threshold, in.MinReplicas, idle)
+	}
+	return d
+}
+
+// decideFailed is a period whose metric reads all failed.
+func decideFailed(spec Spec, st State, in Input) Decision {
+	d := Decision{State: st}
+	d.State.Failures++
+	d.State.IdleSince = time.Time{}
+	f := spec.Fallback
+	if f == nil || d.State.Failures < f.After {
+		if st.Phase == PhaseIdle {
+			d.State.Phase = PhaseActive
+		}
+		if f == nil {
+			d.Reason = fmt.Sprintf("metrics unreadable for %d periods; no fallback configured", d.State.Failures)
+		} else {
+			d.Reason = fmt.Sprintf("metrics unreadable for %d of %d periods before the fallback", d.State.Failures, f.After)
+		}
+		return d
+	}
+	d.State.Phase = PhaseFallback
+	d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: holding the fallback of %d replicas", d.State.Failures, f.Replicas)
+	if in.Replicas != f.Replicas {
+		d.Scale = ref(f.Replicas)
+		d.Action = ActionFallback
+		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: scaled from %d to the fallback of %d replicas", d.State.Failures, in.Replicas, f.Replicas)
+	} else if st.Phase != PhaseFallback {
+		d.Action = ActionFallback
+	}
+	return d
+}
+
+// formatMilli prints a milli-unit value as a plain decimal.
+func formatMilli(m int64) string {
+	if m%1000 == 0 {
+		return fmt.Sprintf("%d", m/1000)
+	}
+	return fmt.Sprintf("%g", float64(m)/1000)
+}
+
+func ref[T any](v T) *T { return &v }
