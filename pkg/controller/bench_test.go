@@ -169,6 +169,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 	}
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	c, err := New(Config{
+		Mode:        ModeFull,
 		Autoscaler:  decider,
 		HPAs:        kube.AutoscalingV2(),
 		Scales:      scales,

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 // DefaultRequestTimeout bounds each API request of a reconcile (scale,
@@ -55,6 +57,15 @@ var _ RESTMapper = meta.RESTMapper(nil)
 
 // Config is everything a Controller is built from.
 type Config struct {
+	// Mode is ModeCoexist (beside kube-controller-manager's HPA controller;
+	// the zero value means it) or ModeFull.
+	Mode Mode
+	// Selector and Namespaces choose the HPAs the controller owns (label
+	// selector on the HPA; nil: every HPA; empty Namespaces: all). Others
+	// are never read beyond the informer nor written.
+	Selector   labels.Selector
+	Namespaces []string
+
 	// Autoscaler is the decision core (flags: tolerance, stabilization,
 	// CPU initialization, readiness delay, feature gates).
 	Autoscaler *autoscaler.Autoscaler
@@ -68,7 +79,8 @@ type Config struct {
 	// Metrics reads the metrics APIs.
 	Metrics MetricsClient
 	// HPAInformer and PodInformer are shared informers; the caller starts
-	// them (the controller registers its handlers in New).
+	// them (the controller registers its handlers in New). ModeCoexist
+	// lists no pods: PodInformer may be nil there.
 	HPAInformer autoscalinginformers.HorizontalPodAutoscalerInformer
 	PodInformer coreinformers.PodInformer
 	// Recorder records events on HPAs (events.k8s.io).
@@ -124,7 +136,7 @@ func (c *Config) Validate() []error {
 		{"Mapper", c.Mapper == nil},
 		{"Metrics", c.Metrics == nil},
 		{"HPAInformer", c.HPAInformer == nil},
-		{"PodInformer", c.PodInformer == nil},
+		{"PodInformer", c.PodInformer == nil && c.Mode == ModeFull},
 		{"Recorder", c.Recorder == nil},
 		{"Telemetry", c.Telemetry == nil},
 	} {
@@ -143,6 +155,11 @@ func (c *Config) Validate() []error {
 	}
 	if c.DryRunAnnotate && !c.DryRun {
 		errs = append(errs, errors.New("controller config: DryRunAnnotate needs DryRun"))
+	}
+	switch c.Mode {
+	case "", ModeCoexist, ModeFull:
+	default:
+		errs = append(errs, fmt.Errorf("controller config: Mode %q: want %q or %q", c.Mode, ModeCoexist, ModeFull))
 	}
 	if c.FencePollInterval < 0 {
 		errs = append(errs, fmt.Errorf("controller config: FencePollInterval %v must not be negative", c.FencePollInterval))
@@ -188,6 +205,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeCoexist
+	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -198,8 +218,7 @@ func New(cfg Config) (*Controller, error) {
 		tel:       cfg.Telemetry,
 		hpaLister: cfg.HPAInformer.Lister(),
 		hpaStore:  cfg.HPAInformer.Informer().GetStore(),
-		podLister: cfg.PodInformer.Lister(),
-		synced:    []cache.InformerSynced{cfg.HPAInformer.Informer().HasSynced, cfg.PodInformer.Informer().HasSynced},
+		synced:    []cache.InformerSynced{cfg.HPAInformer.Informer().HasSynced},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			newFixedIntervalRateLimiter(cfg.SyncPeriod),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "promscaler_hpa"},
@@ -222,8 +241,12 @@ func New(cfg Config) (*Controller, error) {
 	// Synced also waits for the handler to have seen every HPA of the
 	// initial list, so each is registered before its first reconcile.
 	c.synced = append(c.synced, reg.HasSynced)
-	if c.podIndexer, err = addPodIndex(cfg.PodInformer.Informer()); err != nil {
-		klog.InfoS("Listing pods without the label index", "err", err)
+	if cfg.Mode == ModeFull {
+		c.podLister = cfg.PodInformer.Lister()
+		c.synced = append(c.synced, cfg.PodInformer.Informer().HasSynced)
+		if c.podIndexer, err = addPodIndex(cfg.PodInformer.Informer()); err != nil {
+			klog.InfoS("Listing pods without the label index", "err", err)
+		}
 	}
 	return c, nil
 }
@@ -249,7 +272,7 @@ func (c *Controller) Ready() bool { return c.ready.Load() }
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting HPA controller", "workers", c.cfg.Workers, "syncPeriod", c.cfg.SyncPeriod, "dryRun", c.cfg.DryRun)
+	logger.Info("Starting HPA controller", "mode", c.cfg.Mode, "workers", c.cfg.Workers, "syncPeriod", c.cfg.SyncPeriod, "dryRun", c.cfg.DryRun)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -346,6 +369,14 @@ func (c *Controller) mayWrite() bool {
 	return true
 }
 
+// owns reports whether the HPA is the controller's (Selector, Namespaces).
+func (c *Controller) owns(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
+	if len(c.cfg.Namespaces) > 0 && !slices.Contains(c.cfg.Namespaces, hpa.Namespace) {
+		return false
+	}
+	return c.cfg.Selector == nil || c.cfg.Selector.Matches(labels.Set(hpa.Labels))
+}
+
 func (c *Controller) addHPA(obj any) {
 	key, err := cache.MetaNamespaceKeyFunc(obj)
 	if err != nil {
@@ -432,12 +463,23 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) (deleted bool
 	if err != nil {
 		return false, fmt.Errorf("reading HPA %s from cache: %w", key, err)
 	}
+	if !c.owns(hpa) {
+		// Not ours (or no longer: its labels changed); forget it, and the
+		// next period looks again.
+		c.dropState(ns, name)
+		c.selectors.putIfAbsent(ns, name, labels.Nothing())
+		return false, nil
+	}
 	e := c.entryFor(key)
 	if err := c.ensureFresh(e, hpa); err != nil {
 		return false, err
 	}
 	start := c.clock.Now()
-	err = c.reconcile(ctx, e, hpa)
+	if c.cfg.Mode == ModeCoexist {
+		err = c.reconcileCoexist(ctx, e, hpa)
+	} else {
+		err = c.reconcile(ctx, e, hpa)
+	}
 	result := ResultSuccess
 	if err != nil {
 		result = ResultError
@@ -450,6 +492,8 @@ func (c *Controller) reconcileKey(ctx context.Context, key string) (deleted bool
 type hpaEntry struct {
 	// state is the decision core's history (recommendations, scale events).
 	state autoscaler.State
+	// zero is the coexistence mode's state (idle since, failures, phase).
+	zero scaletozero.State
 	// uid and wroteRV are the HPA's UID and the resourceVersion our last
 	// write to it returned, until the informer has caught up with it.
 	uid     types.UID

@@ -202,6 +202,7 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 	}
 	h.factory = informers.NewSharedInformerFactory(h.kube, 0)
 	cfg := Config{
+		Mode:        ModeFull,
 		Autoscaler:  core,
 		HPAs:        h.kube.AutoscalingV2(),
 		Scales:      h.scales,

@@ -19,6 +19,7 @@ import (
 	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 // maxEventNote is the longest note the events API accepts.
@@ -317,6 +318,12 @@ func eventAction(reason string) string {
 		return "ValidateSelector"
 	case "FailedUpdateStatus":
 		return "UpdateStatus"
+	case string(scaletozero.ActionScaleToZero), string(scaletozero.ActionActivate), string(scaletozero.ActionFallback):
+		return "Rescale"
+	case string(scaletozero.ActionRecover):
+		return "Recover"
+	case reasonInvalidAnnotation:
+		return "ValidateAnnotations"
 	}
 	return "Reconcile"
 }

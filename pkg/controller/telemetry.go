@@ -56,6 +56,10 @@ type Metrics struct {
 	DesiredReplicas *prometheus.GaugeVec
 	// HPAs is the number of HPAs whose state the controller keeps.
 	HPAs prometheus.Gauge
+	// CoexistActions counts the coexistence mode's actions by action
+	// (ScaledToZero, Activated, FallbackApplied, FallbackEnded,
+	// InvalidAnnotation).
+	CoexistActions *prometheus.CounterVec
 	// FenceRefusals counts the times the fence refused a write and stopped
 	// the workers (at most once per process).
 	FenceRefusals prometheus.Counter
@@ -102,6 +106,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "hpas",
 			Help: "HPAs whose state (recommendations, scale events) the controller keeps.",
 		}),
+		CoexistActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "coexist_actions_total",
+			Help: "Actions beside kube-controller-manager: ScaledToZero, Activated, FallbackApplied, FallbackEnded, InvalidAnnotation.",
+		}, []string{"action"}),
 		FenceRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "fence_refusals_total",
 			Help: "Times the leader lease fence refused a write (lease lost or not renewed in time) and stopped the workers.",
@@ -112,7 +120,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.ReconcileDuration, m.Decisions, m.MetricFetchErrors, m.MetricFetchDuration,
-		m.ScaleOperations, m.StatusUpdates, m.DesiredReplicas, m.HPAs, m.FenceRefusals, m.Leader} {
+		m.ScaleOperations, m.StatusUpdates, m.DesiredReplicas, m.HPAs, m.CoexistActions, m.FenceRefusals, m.Leader} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering controller metrics: %w", err)
 		}

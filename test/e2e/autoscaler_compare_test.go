@@ -237,6 +237,7 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 	}
 	env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: cfgFile, PrometheusURL: prom.URL})
 	hpaFlags := []string{
+		"--mode=full",
 		"--horizontal-pod-autoscaler-sync-period=" + compareSyncPeriod.String(),
 		"--horizontal-pod-autoscaler-downscale-stabilization=" + compareStabilization.String(),
 	}
@@ -245,7 +246,7 @@ func TestAutoscalerMatchesKubeControllerManager(t *testing.T) {
 	kcm := env.MustStartControllerManager(t, framework.ControllerManagerConfig{
 		Controllers:   []string{framework.HPAController, framework.DeploymentController, framework.ReplicaSetController},
 		HPASyncPeriod: compareSyncPeriod,
-		ExtraArgs:     hpaFlags[1:],
+		ExtraArgs:     hpaFlags[2:],
 	})
 	// Beside it, the autoscaler in --dry-run (events and /metrics only; the
 	// annotation would race kube-controller-manager's status writes): it

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
@@ -42,6 +44,14 @@ type Options struct {
 	// KubeAPIQPS and KubeAPIBurst limit requests to the API server.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+
+	// Mode is "coexist" (beside kube-controller-manager's HPA controller,
+	// the default) or "full".
+	Mode string
+	// HPASelector (a label selector) and Namespaces choose the HPAs this
+	// controller owns; empty: all.
+	HPASelector string
+	Namespaces  []string
 
 	SyncPeriod              time.Duration
 	Workers                 int
@@ -80,6 +90,7 @@ func NewOptions() *Options {
 	return &Options{
 		KubeAPIQPS:                   20,
 		KubeAPIBurst:                 30,
+		Mode:                         string(controller.ModeCoexist),
 		SyncPeriod:                   15 * time.Second,
 		Workers:                      5,
 		DownscaleStabilization:       def.DownscaleStabilizationWindow,
@@ -106,6 +117,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the Kubernetes API server.")
 
+	fs.StringVar(&o.Mode, "mode", o.Mode,
+		"coexist: run beside kube-controller-manager's HPA controller and act only on HPAs with promscaler.io annotations (scale to zero and back, fallback replicas). "+
+			"full: be the HPA controller, for clusters without kube-controller-manager's (see docs/autoscaler.md).")
+	fs.StringVar(&o.HPASelector, "hpa-selector", o.HPASelector,
+		"Label selector choosing the HPAs this controller owns (e.g. promscaler.io/controller=promscaler); empty: every HPA.")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces,
+		"Comma-separated namespaces whose HPAs this controller owns; empty: all namespaces.")
 	fs.DurationVar(&o.SyncPeriod, "horizontal-pod-autoscaler-sync-period", o.SyncPeriod,
 		"The period for syncing the number of pods in horizontal pod autoscaler.")
 	fs.IntVar(&o.Workers, "concurrent-horizontal-pod-autoscaler-syncs", o.Workers,
@@ -175,6 +193,23 @@ func (o *Options) Validate() []error {
 	}
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst %d: must be at least 1", o.KubeAPIBurst))
+	}
+	switch controller.Mode(o.Mode) {
+	case controller.ModeCoexist:
+		if o.DryRun {
+			errs = append(errs, fmt.Errorf("--dry-run: needs --mode=full (it shadows the full HPA controller)"))
+		}
+	case controller.ModeFull:
+	default:
+		errs = append(errs, fmt.Errorf("--mode %q: want coexist or full", o.Mode))
+	}
+	if _, err := labels.Parse(o.HPASelector); err != nil {
+		errs = append(errs, fmt.Errorf("--hpa-selector %q: %w", o.HPASelector, err))
+	}
+	for _, ns := range o.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--namespaces: %q: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	positive("horizontal-pod-autoscaler-sync-period", o.SyncPeriod)
 	if o.Workers < 1 {
@@ -250,7 +285,17 @@ func (o *Options) Config() (*Config, error) {
 	if errs := core.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid HPA settings: %v", errs)
 	}
+	selector, err := labels.Parse(o.HPASelector)
+	if err != nil {
+		return nil, fmt.Errorf("--hpa-selector: %w", err)
+	}
+	if selector.Empty() {
+		selector = nil
+	}
 	c := &Config{
+		Mode:               controller.Mode(o.Mode),
+		Selector:           selector,
+		Namespaces:         o.Namespaces,
 		Kubeconfig:         o.Kubeconfig,
 		QPS:                o.KubeAPIQPS,
 		Burst:              o.KubeAPIBurst,

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/controller"
 )
 
 func parse(t *testing.T, args ...string) *Options {
@@ -34,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{name: "kube-controller-manager style values", args: []string{
 			"--horizontal-pod-autoscaler-sync-period=30s", "--concurrent-horizontal-pod-autoscaler-syncs=10",
 			"--horizontal-pod-autoscaler-downscale-stabilization=0s", "--horizontal-pod-autoscaler-tolerance=0",
-			"--feature-gates=HPAScaleToZero=false,HPAGeneration=true", "--dry-run", "--dry-run-annotate",
+			"--feature-gates=HPAScaleToZero=false,HPAGeneration=true", "--mode=full", "--dry-run", "--dry-run-annotate",
 			"--metrics-bind-address=0", "--leader-elect=false", "--leader-elect-renew-deadline=1h",
 		}},
 		{
@@ -61,6 +62,25 @@ func TestValidate(t *testing.T) {
 				"--dry-run-annotate: needs --dry-run",
 				`--metrics-bind-address "localhost"`,
 			},
+		},
+		{
+			name: "owned HPAs",
+			args: []string{"--mode=full", "--hpa-selector=promscaler.io/controller=promscaler,tier!=batch", "--namespaces=team-a,team-b"},
+		},
+		{
+			name: "bad mode, selector, namespaces",
+			args: []string{"--mode=shadow", "--hpa-selector=a in (", "--namespaces=ok,Not_A_Namespace", "--leader-elect-fence-margin=15s"},
+			want: []string{
+				`--mode "shadow": want coexist or full`,
+				`--hpa-selector "a in ("`,
+				`--namespaces: "Not_A_Namespace"`,
+				"--leader-elect-fence-margin 15s: must be less than --leader-elect-lease-duration 15s",
+			},
+		},
+		{
+			name: "dry run needs the full mode",
+			args: []string{"--dry-run"},
+			want: []string{"--dry-run: needs --mode=full"},
 		},
 		{
 			name: "leader election durations",
@@ -100,7 +120,7 @@ func TestValidate(t *testing.T) {
 func TestConfig(t *testing.T) {
 	o := parse(t, "--horizontal-pod-autoscaler-tolerance=0.05", "--horizontal-pod-autoscaler-downscale-stabilization=1m",
 		"--horizontal-pod-autoscaler-cpu-initialization-period=2m", "--horizontal-pod-autoscaler-initial-readiness-delay=10s",
-		"--feature-gates=HPAScaleToZero=false,PodLevelResources=false,StaleControllerConsistencyHPA=false", "--dry-run",
+		"--feature-gates=HPAScaleToZero=false,PodLevelResources=false,StaleControllerConsistencyHPA=false", "--mode=full", "--dry-run",
 		"--leader-elect-resource-name=hpa", "--leader-elect-resource-namespace=autoscaling")
 	cfg, err := o.Config()
 	if err != nil {
@@ -114,7 +134,8 @@ func TestConfig(t *testing.T) {
 	core.Features.ScaleToZero = false
 	core.Features.PodLevelResources = false
 	want := &Config{
-		QPS: 20, Burst: 30,
+		Mode: controller.ModeFull,
+		QPS:  20, Burst: 30,
 		Autoscaler:         core,
 		SyncPeriod:         15 * time.Second,
 		Workers:            5,

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -56,6 +57,11 @@ type Config struct {
 	Kubeconfig string
 	QPS        float32
 	Burst      int
+
+	// Mode, Selector and Namespaces: see controller.Config.
+	Mode       controller.Mode
+	Selector   labels.Selector
+	Namespaces []string
 
 	Autoscaler     autoscaler.Config
 	SyncPeriod     time.Duration
@@ -199,13 +205,15 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 		}
 	}
 	ctrlCfg := controller.Config{
+		Mode:           c.Mode,
+		Selector:       c.Selector,
+		Namespaces:     c.Namespaces,
 		Autoscaler:     core,
 		HPAs:           kube.AutoscalingV2(),
 		Scales:         cl.scales,
 		Mapper:         cl.mapper,
 		Metrics:        cl.metrics,
 		HPAInformer:    factory.Autoscaling().V2().HorizontalPodAutoscalers(),
-		PodInformer:    factory.Core().V1().Pods(),
 		Recorder:       broadcaster.NewRecorder(scheme.Scheme, componentName),
 		Telemetry:      tel,
 		SyncPeriod:     c.SyncPeriod,
@@ -217,6 +225,11 @@ func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, err
 	}
 	if fence != nil {
 		ctrlCfg.Fence = fence
+	}
+	if c.Mode == controller.ModeFull {
+		// Only the full controller lists pods (informers start lazily:
+		// coexistence mode never watches pods).
+		ctrlCfg.PodInformer = factory.Core().V1().Pods()
 	}
 	ctrl, err := controller.New(ctrlCfg)
 	if err != nil {

@@ -116,6 +116,7 @@ func TestRun(t *testing.T) {
 			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
 			mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 			cfg := &Config{
+				Mode:       controller.ModeFull,
 				Autoscaler: autoscaler.DefaultConfig(), SyncPeriod: time.Hour, Workers: 1, RequestTimeout: time.Second,
 			}
 			if leaderElect {

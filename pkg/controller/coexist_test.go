@@ -1,0 +1,295 @@
+package controller
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
+	externalapi "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+
+	"github.com/promscaler/promscaler/pkg/scaletozero"
+)
+
+func coexist(h *harness, c *Config) { c.Mode = ModeCoexist; c.PodInformer = nil }
+
+// queueHPA is an HPA on an External metric "queue_depth", minReplicas 2.
+func queueHPA(name string, ann map[string]string) *autoscalingv2.HorizontalPodAutoscaler {
+	hpa := cpuHPA(name, 2, 10, 50)
+	hpa.Annotations = ann
+	hpa.Spec.Metrics = []autoscalingv2.MetricSpec{{
+		Type: autoscalingv2.ExternalMetricSourceType,
+		External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "queue_depth"},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(30, resource.DecimalSI)},
+		},
+	}}
+	return hpa
+}
+
+// queue serves the external metric queue_depth: a value, or an error.
+type queue struct {
+	mu    sync.Mutex
+	value int64
+	err   error
+	reads int
+}
+
+func (q *queue) set(v int64, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.value, q.err = v, err
+}
+
+func (q *queue) serve(h *harness) {
+	h.external.AddReactor("list", "queue_depth", func(core.Action) (bool, runtime.Object, error) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.reads++
+		if q.err != nil {
+			return true, nil, q.err
+		}
+		return true, &externalapi.ExternalMetricValueList{Items: []externalapi.ExternalMetricValue{
+			{MetricName: "queue_depth", Timestamp: metav1.NewTime(now), Value: *resource.NewQuantity(q.value, resource.DecimalSI)},
+		}}, nil
+	})
+}
+
+func statusOf(t *testing.T, h *harness, name string) scaletozero.Status {
+	t.Helper()
+	var st scaletozero.Status
+	v, ok := h.hpa(name).Annotations[scaletozero.AnnotationStatus]
+	if !ok {
+		return st
+	}
+	if err := json.Unmarshal([]byte(v), &st); err != nil {
+		t.Fatalf("status annotation %q: %v", v, err)
+	}
+	return st
+}
+
+func TestCoexistScaleToZeroAndBack(t *testing.T) {
+	ann := map[string]string{
+		scaletozero.AnnotationActivationMetric:    "queue_depth",
+		scaletozero.AnnotationActivationThreshold: "5",
+		scaletozero.AnnotationIdlePeriod:          "1m",
+	}
+	h := newHarness(t, world{
+		hpas: []*autoscalingv2.HorizontalPodAutoscaler{
+			queueHPA("worker", ann),
+			queueHPA("plain", nil), // not annotated: never read nor written
+		},
+		targets: []target{{name: "worker", replicas: 2}, {name: "plain", replicas: 2}},
+	}, coexist)
+	q := &queue{}
+	q.serve(h)
+
+	type step struct {
+		wait   time.Duration
+		value  int64
+		want   int32
+		events []string
+		state  string
+	}
+	steps := []step{
+		{value: 3, want: 2},
+		{wait: 30 * time.Second, value: 5, want: 2},
+		{wait: 30 * time.Second, value: 0, want: 0, events: []string{"Normal ScaledToZero Rescale"}, state: "ScaledToZero"},
+		{wait: 15 * time.Second, value: 5, want: 0, state: "ScaledToZero"},
+		{wait: 15 * time.Second, value: 6, want: 2, events: []string{"Normal Activated Rescale"}, state: "Active"},
+		{wait: 15 * time.Second, value: 0, want: 2, state: "Active"},
+	}
+	for i, s := range steps {
+		h.clock.Step(s.wait)
+		q.set(s.value, nil)
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if err := h.reconcile("plain"); err != nil {
+			t.Fatalf("step %d, unannotated: %v", i, err)
+		}
+		h.waitForCache("worker")
+		if got := h.replicas("worker"); got != s.want {
+			t.Errorf("step %d: replicas %d, want %d", i, got, s.want)
+		}
+		var got []string
+		for _, e := range h.events.take() {
+			if e.Object != "default/worker" {
+				t.Errorf("step %d: event on %s: %+v", i, e.Object, e)
+			}
+			got = append(got, e.Type+" "+e.Reason+" "+e.Action)
+		}
+		if diff := cmp.Diff(s.events, got); diff != "" {
+			t.Errorf("step %d: events (-want +got):\n%s", i, diff)
+		}
+		if s.state != "" {
+			st := statusOf(t, h, "worker")
+			if st.State != s.state || st.Valid.Status != "True" {
+				t.Errorf("step %d: status %+v, want state %s", i, st, s.state)
+			}
+		}
+	}
+	st := statusOf(t, h, "worker")
+	if st.LastAction != scaletozero.ActionActivate || st.LastActionTime == "" || !strings.Contains(st.Reason, "above the threshold 5") {
+		t.Errorf("status %+v, want the activation as last action", st)
+	}
+	// Two /scale writes (to 0, to 2), both on worker; the unannotated HPA
+	// saw nothing read or written.
+	if n := h.scaleWrites(); n != 2 {
+		t.Errorf("%d /scale writes, want 2", n)
+	}
+	for _, a := range append(h.scales.Actions(), h.kube.Actions()...) {
+		if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+			continue
+		}
+		if n, ok := a.(interface{ GetName() string }); ok && n.GetName() == "plain" {
+			t.Errorf("unannotated HPA touched: %s %s %s", a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+		}
+	}
+	// The status annotation: first seen (Active), ScaledToZero, Active.
+	if diff := cmp.Diff([]string{"patch", "patch", "patch"}, h.hpaWrites()); diff != "" {
+		t.Errorf("HPA writes (-want +got):\n%s", diff)
+	}
+	if got := h.counter("promscaler_autoscaler_coexist_actions_total", map[string]string{"action": "ScaledToZero"}); got != 1 {
+		t.Errorf("coexist_actions_total{ScaledToZero} = %v, want 1", got)
+	}
+}
+
+func TestCoexistFallback(t *testing.T) {
+	ann := map[string]string{
+		scaletozero.AnnotationActivationMetric: "queue_depth",
+		scaletozero.AnnotationFallbackReplicas: "4",
+		scaletozero.AnnotationFallbackAfter:    "3",
+	}
+	h := newHarness(t, world{
+		hpas:    []*autoscalingv2.HorizontalPodAutoscaler{queueHPA("worker", ann)},
+		targets: []target{{name: "worker", replicas: 0}},
+	}, coexist)
+	q := &queue{}
+	q.serve(h)
+	down := apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	steps := []struct {
+		err    error
+		want   int32
+		events []string
+	}{
+		{err: down, want: 0},
+		{err: down, want: 0},
+		{err: down, want: 4, events: []string{"Warning FallbackApplied Rescale"}},
+		{err: down, want: 4},
+		{want: 4, events: []string{"Normal FallbackEnded Recover"}},
+	}
+	for i, s := range steps {
+		h.clock.Step(15 * time.Second)
+		q.set(0, s.err)
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		h.waitForCache("worker")
+		if got := h.replicas("worker"); got != s.want {
+			t.Errorf("step %d: replicas %d, want %d", i, got, s.want)
+		}
+		var got []string
+		for _, e := range h.events.take() {
+			got = append(got, e.Type+" "+e.Reason+" "+e.Action)
+		}
+		if diff := cmp.Diff(s.events, got); diff != "" {
+			t.Errorf("step %d: events (-want +got):\n%s", i, diff)
+		}
+	}
+	if st := statusOf(t, h, "worker"); st.State != "Active" || st.LastAction != scaletozero.ActionRecover {
+		t.Errorf("status %+v, want Active after FallbackEnded", st)
+	}
+}
+
+func TestCoexistInvalidAnnotation(t *testing.T) {
+	h := newHarness(t, world{
+		hpas:    []*autoscalingv2.HorizontalPodAutoscaler{queueHPA("worker", map[string]string{scaletozero.AnnotationActivationMetric: "queue_depth", scaletozero.AnnotationIdlePeriod: "soon"})},
+		targets: []target{{name: "worker", replicas: 2}},
+	}, coexist)
+	for i := range 3 {
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		h.waitForCache("worker")
+	}
+	evs := h.events.take()
+	if len(evs) != 1 || evs[0].Type != v1.EventTypeWarning || evs[0].Reason != "InvalidAnnotation" ||
+		!strings.Contains(evs[0].Note, `promscaler.io/idle-period="soon"`) {
+		t.Errorf("events %+v, want one InvalidAnnotation warning naming the annotation", evs)
+	}
+	st := statusOf(t, h, "worker")
+	if st.State != scaletozero.StateInvalid || st.Valid.Status != "False" || !strings.Contains(st.Valid.Message, "idle-period") {
+		t.Errorf("status %+v, want Invalid naming idle-period", st)
+	}
+	if diff := cmp.Diff([]string{"patch"}, h.hpaWrites()); diff != "" {
+		t.Errorf("HPA writes after 3 reconciles (-want +got):\n%s", diff)
+	}
+	if n := h.scaleWrites(); n != 0 {
+		t.Errorf("%d /scale writes, want none", n)
+	}
+}
+
+// TestCoexistConflictNotRetried: kube-controller-manager scaled the target
+// between our read and our write; ours must not overwrite its value.
+func TestCoexistConflictNotRetried(t *testing.T) {
+	h := newHarness(t, world{
+		hpas: []*autoscalingv2.HorizontalPodAutoscaler{queueHPA("worker", map[string]string{
+			scaletozero.AnnotationActivationMetric: "queue_depth", scaletozero.AnnotationIdlePeriod: "1s"})},
+		targets: []target{{name: "worker", replicas: 2}},
+	}, coexist)
+	q := &queue{}
+	q.serve(h)
+	h.scales.PrependReactor("update", "deployments", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "worker", errors.New("modified"))
+	})
+	if err := h.reconcile("worker"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(2 * time.Second)
+	err := h.reconcile("worker")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("reconcile = %v, want the conflict", err)
+	}
+	if n := h.scaleWrites(); n != 1 {
+		t.Errorf("%d /scale writes, want 1 (no retry on a re-read value)", n)
+	}
+	if evs := h.events.take(); len(evs) != 0 {
+		t.Errorf("events %+v, want none for a write that did not happen", evs)
+	}
+}
+
+func TestOwnedHPAs(t *testing.T) {
+	mine := cpuHPA("mine", 1, 10, 50)
+	mine.Labels = map[string]string{"promscaler.io/controller": "promscaler"}
+	h := newHarness(t, world{
+		hpas:    []*autoscalingv2.HorizontalPodAutoscaler{mine, cpuHPA("theirs", 1, 10, 50)},
+		targets: []target{{name: "mine", replicas: 2, cpuRequest: 100, cpuUsage: []int64{90, 90}}, {name: "theirs", replicas: 2, cpuRequest: 100, cpuUsage: []int64{90, 90}}},
+	}, func(_ *harness, c *Config) {
+		c.Selector = labels.SelectorFromSet(labels.Set{"promscaler.io/controller": "promscaler"})
+		c.Namespaces = []string{"default"}
+	})
+	for _, name := range []string{"mine", "theirs"} {
+		if err := h.reconcile(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h.replicas("mine") != 4 || h.replicas("theirs") != 2 {
+		t.Errorf("replicas mine=%d theirs=%d, want 4 and 2 (theirs not owned)", h.replicas("mine"), h.replicas("theirs"))
+	}
+	if h.c.hasState("default/theirs") {
+		t.Error("state kept for an HPA not owned")
+	}
+}
