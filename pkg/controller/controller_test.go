@@ -610,7 +610,7 @@ func waitKey(t *testing.T, done <-chan string, key string) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	errs := (&Config{DryRunAnnotate: true, RequestTimeout: -time.Second}).Validate()
+	errs := (&Config{Mode: ModeFull, DryRunAnnotate: true, RequestTimeout: -time.Second}).Validate()
 	var got []string
 	for _, e := range errs {
 		got = append(got, e.Error())
