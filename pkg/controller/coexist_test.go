@@ -80,6 +80,26 @@ func statusOf(t *testing.T, h *harness, name string) scaletozero.Status {
 	return st
 }
 
+// checkStep waits for the cache to see our writes to HPA name, then checks
+// its target's replicas and the events (type reason action), all on name.
+func checkStep(t *testing.T, h *harness, step int, name string, wantReplicas int32, wantEvents []string) {
+	t.Helper()
+	h.waitForCache(name)
+	if got := h.replicas(name); got != wantReplicas {
+		t.Errorf("step %d: replicas %d, want %d", step, got, wantReplicas)
+	}
+	var got []string
+	for _, e := range h.events.take() {
+		if e.Object != "default/"+name {
+			t.Errorf("step %d: event on %s: %+v", step, e.Object, e)
+		}
+		got = append(got, e.Type+" "+e.Reason+" "+e.Action)
+	}
+	if diff := cmp.Diff(wantEvents, got); diff != "" {
+		t.Errorf("step %d: events (-want +got):\n%s", step, diff)
+	}
+}
+
 func TestCoexistScaleToZeroAndBack(t *testing.T) {
 	ann := map[string]string{
 		scaletozero.AnnotationActivationMetric:    "queue_depth",
@@ -120,20 +140,7 @@ func TestCoexistScaleToZeroAndBack(t *testing.T) {
 		if err := h.reconcile("plain"); err != nil {
 			t.Fatalf("step %d, unannotated: %v", i, err)
 		}
-		h.waitForCache("worker")
-		if got := h.replicas("worker"); got != s.want {
-			t.Errorf("step %d: replicas %d, want %d", i, got, s.want)
-		}
-		var got []string
-		for _, e := range h.events.take() {
-			if e.Object != "default/worker" {
-				t.Errorf("step %d: event on %s: %+v", i, e.Object, e)
-			}
-			got = append(got, e.Type+" "+e.Reason+" "+e.Action)
-		}
-		if diff := cmp.Diff(s.events, got); diff != "" {
-			t.Errorf("step %d: events (-want +got):\n%s", i, diff)
-		}
+		checkStep(t, h, i, "worker", s.want, s.events)
 		if s.state != "" {
 			st := statusOf(t, h, "worker")
 			if st.State != s.state || st.Valid.Status != "True" {
@@ -197,17 +204,7 @@ func TestCoexistFallback(t *testing.T) {
 		if err := h.reconcile("worker"); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		h.waitForCache("worker")
-		if got := h.replicas("worker"); got != s.want {
-			t.Errorf("step %d: replicas %d, want %d", i, got, s.want)
-		}
-		var got []string
-		for _, e := range h.events.take() {
-			got = append(got, e.Type+" "+e.Reason+" "+e.Action)
-		}
-		if diff := cmp.Diff(s.events, got); diff != "" {
-			t.Errorf("step %d: events (-want +got):\n%s", i, diff)
-		}
+		checkStep(t, h, i, "worker", s.want, s.events)
 	}
 	if st := statusOf(t, h, "worker"); st.State != "Active" || st.LastAction != scaletozero.ActionRecover {
 		t.Errorf("status %+v, want Active after FallbackEnded", st)
