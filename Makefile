@@ -8,6 +8,11 @@ BIN := $(OUT)/bin
 PROMSCALER_TOOLS_DIR ?= $(CURDIR)/.cache/tools
 export PROMSCALER_TOOLS_DIR
 export PROMSCALER_BIN_DIR := $(BIN)
+# What the binaries report in --version and promscaler_build_info.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/promscaler/promscaler/internal/version.version=$(VERSION) -X github.com/promscaler/promscaler/internal/version.revision=$(REVISION)
+export VERSION REVISION
 
 .PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests clean diff-upstream
 
@@ -16,7 +21,7 @@ all: build
 ## build: build the adapter and autoscaler binaries into _output/bin
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 ## unit: unit tests (fakes, httptest) with the race detector
 unit:

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/promscaler/promscaler/internal/version"
 )
 
 // Namespace prefixes every metric name.
@@ -209,6 +211,7 @@ func New() *Metrics {
 		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
 		m.APIRequests, m.APIRequestDuration, m.ClientCertAuthentications,
 		m.ConfigReloads, m.ConfigLastReloadSuccessful, m.ConfigLastReloadSuccess,
+		version.NewCollector(),
 	)
 	return m
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/promscaler/promscaler/internal/version"
 )
 
 // Main runs the adapter command line and returns the process exit code.
@@ -20,6 +22,7 @@ const usage = `Usage:
   adapter [flags]                 serve custom.metrics.k8s.io, external.metrics.k8s.io and metrics.k8s.io
   adapter check-config --help     validate a rules file offline; show what discovery would serve
   adapter explain --help          show the PromQL a request runs, or why a metric is not served
+  adapter --version               print the version and exit
 
 Server flags:
 `
@@ -27,6 +30,9 @@ Server flags:
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
+		case "--version", "version":
+			fmt.Fprintln(stdout, "adapter", version.Get())
+			return 0
 		case "check-config":
 			return runCheckConfig(args[1:], stdout, stderr)
 		case "explain":

@@ -12,11 +12,14 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/promscaler/promscaler/internal/version"
 )
 
 const usage = `usage:
   autoscaler [flags]                                 run the HPA controller (see --help)
   autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
+  autoscaler --version                               print the version and exit
 `
 
 // Main runs the autoscaler command line and returns the process exit code.
@@ -32,6 +35,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "simulate":
 			return runSimulate(args[1:], stdout, stderr)
+		case "--version", "version":
+			fmt.Fprintln(stdout, "autoscaler", version.Get())
+			return 0
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0

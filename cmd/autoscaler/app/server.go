@@ -33,6 +33,7 @@ import (
 	externalclient "k8s.io/metrics/pkg/client/external_metrics"
 	"k8s.io/utils/clock"
 
+	"github.com/promscaler/promscaler/internal/version"
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
 )
@@ -181,7 +182,7 @@ type clients struct {
 // complete wires the controller around already built clients.
 func complete(c *Config, kube kubernetes.Interface, cl clients) (*Completed, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector())
 	tel, err := controller.NewMetrics(reg)
 	if err != nil {
 		return nil, err
