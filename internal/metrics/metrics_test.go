@@ -36,6 +36,7 @@ func TestNewRegistersEveryMetric(t *testing.T) {
 		"promscaler_api_client_cert_authentications_total",
 		"promscaler_api_request_duration_seconds",
 		"promscaler_api_requests_total",
+		"promscaler_build_info",
 		"promscaler_config_last_reload_success_timestamp_seconds",
 		"promscaler_config_last_reload_successful",
 		"promscaler_config_reloads_total",
