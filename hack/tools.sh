@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools.sh: build the real third-party binaries the e2e environment runs
-# (kube-apiserver, kube-controller-manager, kubectl, etcd, prometheus) from
+# (kube-apiserver, kube-controller-manager, kubectl, etcd, prometheus, helm) from
 # the Go module proxy into $PROMSCALER_TOOLS_DIR (default .cache/tools).
 #
 # Each binary is built from its own small module under hack/tools/<name>/, so
@@ -8,7 +8,7 @@
 # go.mod. A binary is rebuilt only when its stamp (version, the tools module's
 # go.mod/go.sum, the Go version) changes.
 #
-# Usage: hack/tools.sh [etcd] [prometheus] [kubernetes]   (default: all)
+# Usage: hack/tools.sh [etcd] [prometheus] [kubernetes] [helm]   (default: all)
 #   K8S_VERSION, ETCD_VERSION, PROMETHEUS_VERSION override the pinned versions;
 #   changing one regenerates that tools module (needs the module proxy).
 set -euo pipefail
@@ -46,6 +46,29 @@ mark() {
   for b in "$@"; do echo "$stamp" >"$TOOLS_DIR/.stamp-$b"; done
 }
 
+# progress <label> <module dir> <pkg>...: read `go build -v` output (one line per
+# package compiled) and log how far the build is every 10 %, so a cold build
+# (many minutes) shows it is moving. Other lines (errors) pass through.
+progress() {
+  local label=$1 dir=$2; shift 2
+  local total n=0 step next line
+  total=$(cd "$dir" && go list -deps "$@" 2>/dev/null | wc -l)
+  (( total > 0 )) || total=1
+  step=$(( total / 10 )); (( step > 0 )) || step=1
+  next=$step
+  while IFS= read -r line; do
+    if [[ $line =~ ^[a-zA-Z0-9_.~/-]+$ ]]; then
+      n=$((n + 1))
+      if (( n >= next )); then
+        log "$label: $n of at most $total packages compiled ($((100 * n / total)) %)"
+        next=$((next + step))
+      fi
+    else
+      printf '%s\n' "$line" >&2
+    fi
+  done
+}
+
 # go_build <module dir> <ldflags> <pkg>...: build packages of a tools module
 # into a scratch dir, then move them into place (no half-written binary is
 # ever left under its final name).
@@ -55,7 +78,7 @@ go_build() {
   tmp=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$tmp'" RETURN
-  (cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "$@")
+  (cd "$dir" && go build -v -trimpath -ldflags "-s -w $ldflags" -o "$tmp/" "$@" 2>&1) | progress "$(basename "$dir")" "$dir" "$@"
   local f
   for f in "$tmp"/*; do mv -f "$f" "$TOOLS_DIR/"; done
 }
@@ -143,24 +166,39 @@ build_prometheus() {
     cd "$dir"
     tmp=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
-    go build -trimpath -tags remove_all_sd \
+    go build -v -trimpath -tags remove_all_sd \
       -ldflags "-s -w -X $p.Version=$v -X $p.Revision=$PROMETHEUS_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler" \
-      -o "$tmp/" github.com/prometheus/prometheus/cmd/prometheus
+      -o "$tmp/" github.com/prometheus/prometheus/cmd/prometheus 2>&1 | progress prometheus . github.com/prometheus/prometheus/cmd/prometheus
     mv -f "$tmp/prometheus" "$TOOLS_DIR/prometheus"
   )
   mark "$stamp" prometheus
   log "prometheus $v: built in $((SECONDS - t0))s"
 }
 
+build_helm() {
+  local dir=$TOOLS_SRC/helm version
+  version=$(sed -n 's/^\thelm.sh\/helm\/v3 \(v[^ ]*\).*/\1/p' "$dir/go.mod")
+  [[ -n $version ]] || die "no helm.sh/helm/v3 in $dir/go.mod"
+  local stamp
+  stamp=$(stamp_of "$dir" "$version")
+  if up_to_date "$stamp" helm; then log "helm $version: up to date"; return; fi
+  log "helm $version: building (cold: ~3 min)"
+  local t0=$SECONDS
+  go_build "$dir" "-X helm.sh/helm/v3/internal/version.version=$version" helm.sh/helm/v3/cmd/helm
+  mark "$stamp" helm
+  log "helm $version: built in $((SECONDS - t0))s"
+}
+
 want=("$@")
-(( ${#want[@]} )) || want=(etcd prometheus kubernetes)
+(( ${#want[@]} )) || want=(etcd prometheus kubernetes helm)
 t_all=$SECONDS
 for w in "${want[@]}"; do
   case $w in
     etcd) build_etcd ;;
     prometheus) build_prometheus ;;
     kubernetes | k8s) build_kubernetes ;;
-    *) die "unknown tool $w (want etcd, prometheus, kubernetes)" ;;
+    helm) build_helm ;;
+    *) die "unknown tool $w (want etcd, prometheus, kubernetes, helm)" ;;
   esac
 done
 [[ -x /usr/bin/prometheus ]] || log "note: Debian's prometheus 2.42 is not installed (hack/install-deps.sh installs it)"
