@@ -21,6 +21,7 @@ require (
 	k8s.io/metrics v0.37.2
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 	sigs.k8s.io/custom-metrics-apiserver v1.37.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -110,5 +111,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
