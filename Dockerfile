@@ -1,5 +1,7 @@
 # promscaler: the adapter and the autoscaler in one small image.
-#   docker build -t promscaler .
+# `make image` builds the same image for linux/amd64 and linux/arm64 without a
+# container engine (hack/image.sh); this file is for engines with BuildKit:
+#   docker buildx build --platform linux/amd64,linux/arm64 --build-arg VERSION=$(git describe --tags --always) -t promscaler .
 #   docker run promscaler            -> /adapter (default)
 #   entrypoint /autoscaler           -> the autoscaler
 # Stage 1 builds static binaries; stage 2 is distroless, non-root.
@@ -9,12 +11,17 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
-ARG TARGETOS=linux
-ARG TARGETARCH=amd64
-ARG VERSION=dev
+# Set by the builder for each --platform; no default here, or a default would
+# override it and every platform would get that architecture's binaries.
+ARG TARGETOS
+ARG TARGETARCH
+ARG VERSION=devel
+ARG REVISION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/adapter ./cmd/autoscaler
+    test -n "$TARGETARCH" || { echo "TARGETARCH unset: build with BuildKit (docker buildx, podman build --platform)"; exit 1; }; \
+    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w -X github.com/promscaler/promscaler/internal/version.version=$VERSION -X github.com/promscaler/promscaler/internal/version.revision=$REVISION" \
+      -o /out/ ./cmd/adapter ./cmd/autoscaler
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/adapter /adapter
