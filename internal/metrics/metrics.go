@@ -33,7 +33,7 @@ const (
 	OutcomeFailure = "failure"
 )
 
-// Prometheus request outcomes, recorded by internal/prom.
+// Prometheus request outcomes, recorded by pkg/promclient.
 const (
 	// PromOutcomeSuccess: a 2xx answer decoded without error.
 	PromOutcomeSuccess = "success"
@@ -53,7 +53,7 @@ const (
 	PromOutcomeNetwork = "network_error"
 )
 
-// Prometheus endpoint label values, recorded by internal/prom.
+// Prometheus endpoint label values, recorded by pkg/promclient.
 const (
 	EndpointQuery       = "query"
 	EndpointSeries      = "series"

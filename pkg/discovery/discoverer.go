@@ -18,20 +18,20 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // Prometheus is what discovery asks Prometheus: label values and label
 // names with match[] (the labels strategy, and the label names a
 // resources.template maps for the grouped strategy), instant queries (the
 // grouped strategy) and series lists (the series strategy and fallback).
-// *prom.Client implements it.
+// *promclient.Client implements it.
 type Prometheus interface {
-	prom.Querier
-	prom.SeriesLister
-	prom.LabelNamesLister
-	prom.LabelValuesLister
+	promclient.Querier
+	promclient.SeriesLister
+	promclient.LabelNamesLister
+	promclient.LabelValuesLister
 }
 
 // Strategy is how discovery asks Prometheus for a seriesQuery.
@@ -138,7 +138,7 @@ const DefaultConcurrency = 4
 // required.
 type Options struct {
 	// Prometheus answers discovery requests. Give it a per-call timeout
-	// suited to discovery (prom.Client.WithTimeout).
+	// suited to discovery (promclient.Client.WithTimeout).
 	Prometheus Prometheus
 	// Rules is the compiled configuration; SetRules swaps it later.
 	Rules *naming.RuleSet
@@ -449,7 +449,7 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 			last, ok := d.lastGood[p.key]
 			klog.ErrorS(err, "Discovery failed for a seriesQuery; its rules keep their last good result",
 				"rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
-			if !ok && !prom.IsBadQuery(err) {
+			if !ok && !promclient.IsBadQuery(err) {
 				complete = false
 			}
 			res = last
@@ -574,7 +574,7 @@ func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchRe
 		if err == nil {
 			return res, nil
 		}
-		if !errors.Is(err, errNameDropped) && !prom.IsBadQuery(err) {
+		if !errors.Is(err, errNameDropped) && !promclient.IsBadQuery(err) {
 			return fetchResult{}, err
 		}
 		next := variant + 1

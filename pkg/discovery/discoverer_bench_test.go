@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // benchSeries returns series for the seed rule: per pod, perPod series
@@ -144,7 +144,7 @@ func benchStrategies(b *testing.B, rules *naming.RuleSet, series []model.LabelSe
 	cache := newReplay(fake.URL)
 	front := httptest.NewServer(cache)
 	defer front.Close()
-	client, err := prom.New(prom.Config{Address: front.URL, HTTPClient: front.Client(), Timeout: time.Minute, Metrics: metrics.New()})
+	client, err := promclient.New(promclient.Config{Address: front.URL, HTTPClient: front.Client(), Timeout: time.Minute, Metrics: metrics.New()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 const testConfig = `
@@ -123,7 +123,7 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 	fake := fakeprom.New(series)
 	t.Cleanup(fake.Close)
 	m := metrics.New()
-	client, err := prom.New(prom.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 5 * time.Second})
+	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,11 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // Example shows how the server wires discovery: a Prometheus client, the
@@ -47,7 +47,7 @@ rules:
 		panic(err)
 	}
 	m := metrics.New()
-	client, err := prom.New(prom.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m})
+	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m})
 	if err != nil {
 		panic(err)
 	}

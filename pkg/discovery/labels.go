@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // errLocalSelector means the seriesQuery does not parse here, so matchers
@@ -26,10 +26,10 @@ var errLocalSelector = errors.New("the seriesQuery cannot be extended with match
 // match[] on the label endpoints (or the seriesQuery cannot be extended):
 // a rejected request (400/422) or an unknown endpoint (404).
 func labelsUnsupported(err error) bool {
-	if errors.Is(err, errLocalSelector) || prom.IsBadQuery(err) {
+	if errors.Is(err, errLocalSelector) || promclient.IsBadQuery(err) {
 		return true
 	}
-	var pe *prom.Error
+	var pe *promclient.Error
 	return errors.As(err, &pe) && pe.StatusCode == http.StatusNotFound
 }
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // diffConfig exercises what the labels strategy must reproduce: overrides,
@@ -140,7 +140,7 @@ func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	fake := fakeprom.New(nil)
 	t.Cleanup(fake.Close)
 	t.Cleanup(fake.Client().CloseIdleConnections)
-	client, err := prom.New(prom.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: metrics.New(), Timeout: 5 * time.Second})
+	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: metrics.New(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

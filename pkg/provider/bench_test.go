@@ -15,9 +15,9 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/cputime"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 )
 
@@ -121,7 +121,7 @@ func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor f
 // runOverhead measures the provider's pods/* requests over objs (n pods
 // selected) answered by q, with the selector of request i from selFor
 // (app=worker when nil).
-func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q prom.Querier, selFor func(i int) labels.Selector) {
+func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q promclient.Querier, selFor func(i int) labels.Selector) {
 	mapper := testMapper()
 	rs, err := naming.Compile(testConfig(), mapper)
 	if err != nil {
@@ -241,13 +241,13 @@ func BenchmarkQuantity(b *testing.B) {
 }
 
 // staticSampleQuerier answers every query with one decoded vector, also as
-// prom.Samples (what the provider asks the real client for).
+// promclient.Samples (what the provider asks the real client for).
 type staticSampleQuerier struct {
 	staticQuerier
-	samples prom.Samples
+	samples promclient.Samples
 }
 
-func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (prom.Samples, error) {
+func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (promclient.Samples, error) {
 	return q.samples, nil
 }
 
@@ -255,20 +255,20 @@ func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (p
 // querier giving Samples, their order scrambled when shuffled.
 func benchOverheadSamples(b *testing.B, shuffled bool) {
 	const n = 5000
-	q := staticSampleQuerier{samples: make(prom.Samples, 0, n)}
+	q := staticSampleQuerier{samples: make(promclient.Samples, 0, n)}
 	for i := range n {
 		j := i
 		if shuffled {
 			j = i * 7919 % n
 		}
-		q.samples = append(q.samples, prom.Sample{Labels: prom.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: podName(j)}},
+		q.samples = append(q.samples, promclient.Sample{Labels: promclient.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: podName(j)}},
 			Value: model.SampleValue(float64(j) / 4), Timestamp: 1764493200000})
 	}
 	runOverhead(b, n, bigObjectCache(b), q, nil)
 }
 
 // BenchmarkOverheadPodsStar5000Samples is the provider alone as the adapter
-// runs it: names from the object cache, samples as prom.Samples in the
+// runs it: names from the object cache, samples as promclient.Samples in the
 // order of the names.
 func BenchmarkOverheadPodsStar5000Samples(b *testing.B) { benchOverheadSamples(b, false) }
 

@@ -20,9 +20,9 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/itempool"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // customTarget is a resolved custom metrics request: the resource, its kind
@@ -259,7 +259,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	start := time.Now()
 	n := 0
 	// The samples are shared with coalesced callers: read-only.
-	if sq, ok := p.querier.(prom.SampleQuerier); ok {
+	if sq, ok := p.querier.(promclient.SampleQuerier); ok {
 		// No map per sample: the cheaper form for answers of many samples.
 		smps, err := sq.QuerySamples(ctx, q.Expr, time.Time{})
 		if err != nil {

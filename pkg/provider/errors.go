@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // notFound is the library's "metric not found" error with the reason
@@ -41,7 +41,7 @@ func unavailable(format string, args ...any) *apierrors.StatusError {
 
 // queryError turns a failed Prometheus query into the API error the client
 // sees: never a value, never a stack trace. what names the request (metric
-// and rule) for context; the *prom.Error message holds the endpoint, a
+// and rule) for context; the *promclient.Error message holds the endpoint, a
 // truncated query and the cause, and no credentials.
 //
 //   - Prometheus unreachable, timing out, answering 5xx or garbage: 503, so
@@ -53,9 +53,9 @@ func queryError(what string, err error) *apierrors.StatusError {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return unavailable("%s: request canceled", what)
-	case prom.IsUnavailable(err):
+	case promclient.IsUnavailable(err):
 		return unavailable("%s: Prometheus did not answer: %v", what, err)
-	case prom.IsBadQuery(err):
+	case promclient.IsBadQuery(err):
 		return apierrors.NewInternalError(fmt.Errorf("%s: Prometheus rejected the query (check the rule's metricsQuery): %w", what, err))
 	default:
 		return apierrors.NewInternalError(fmt.Errorf("%s: %w", what, err))

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 )
 
@@ -23,7 +23,7 @@ func Example() {
 		restConfig *rest.Config          // the adapter's client configuration
 		mapper     meta.RESTMapper       // the server's (deferred discovery) RESTMapper
 		disc       *discovery.Discoverer // the relist loop
-		promClient *prom.Client          // the coalescing Prometheus client
+		promClient *promclient.Client    // the coalescing Prometheus client
 	)
 
 	mdClient, err := metadata.NewForConfig(restConfig)

@@ -22,10 +22,10 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
 )
@@ -217,20 +217,20 @@ func (f *fakeProm) sent() []string {
 	return append([]string(nil), f.queries...)
 }
 
-// client returns a real internal/prom client for the fake, with its own
+// client returns a real pkg/promclient client for the fake, with its own
 // transport closed at the end of the test.
-func (f *fakeProm) client(t testing.TB, timeout time.Duration, m *metrics.Metrics) *prom.Client {
+func (f *fakeProm) client(t testing.TB, timeout time.Duration, m *metrics.Metrics) *promclient.Client {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
-	c, err := prom.New(prom.Config{
+	c, err := promclient.New(promclient.Config{
 		Address:    f.srv.URL,
 		HTTPClient: &http.Client{Transport: tr},
 		Timeout:    timeout,
 		Metrics:    m,
 	})
 	if err != nil {
-		t.Fatalf("prom.New: %v", err)
+		t.Fatalf("promclient.New: %v", err)
 	}
 	return c
 }

@@ -24,9 +24,9 @@ import (
 	"k8s.io/utils/clock"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // DefaultMaxNamesInQuery is the default largest number of object names put
@@ -81,11 +81,11 @@ type Config struct {
 	// Rules returns the current compiled configuration; it serves the
 	// externalQueries section. Nil serves no externalQueries.
 	Rules func() *naming.RuleSet
-	// Querier runs instant queries; pass the *prom.Client, which coalesces
+	// Querier runs instant queries; pass the *promclient.Client, which coalesces
 	// concurrent identical queries and enforces the per-query timeout.
 	// Custom metrics are read with QuerySamples when the querier is also a
-	// prom.SampleQuerier (as *prom.Client is), with Query otherwise.
-	Querier prom.Querier
+	// promclient.SampleQuerier (as *promclient.Client is), with Query otherwise.
+	Querier promclient.Querier
 	// Objects lists the objects of `*` requests; pass an *ObjectCache.
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
@@ -108,7 +108,7 @@ type Config struct {
 type Provider struct {
 	index    func() MetricIndex
 	rules    func() *naming.RuleSet
-	querier  prom.Querier
+	querier  promclient.Querier
 	objects  ObjectLister
 	resolver *resolver
 	clock    clock.PassiveClock

@@ -16,23 +16,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
 )
 
 // vectorOnly hides the client's QuerySamples: the provider then reads
-// model.Vector answers, as from any querier implementing only prom.Querier.
-type vectorOnly struct{ q prom.Querier }
+// model.Vector answers, as from any querier implementing only promclient.Querier.
+type vectorOnly struct{ q promclient.Querier }
 
 func (v vectorOnly) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
 	return v.q.Query(ctx, query, ts)
 }
 
 // TestSamplesAndVectorPathsAgree checks that the provider answers the same
-// whether its querier gives Samples (prom.SampleQuerier) or only vectors.
+// whether its querier gives Samples (promclient.SampleQuerier) or only vectors.
 func TestSamplesAndVectorPathsAgree(t *testing.T) {
 	objs := testObjects()
 	var names []string

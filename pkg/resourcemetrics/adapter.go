@@ -8,8 +8,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // AdapterConfig is what an adapter server needs to serve metrics.k8s.io.
@@ -22,7 +22,7 @@ type AdapterConfig struct {
 	// every request, so hot reloads take effect at once.
 	Rules func() *naming.RuleSet
 	// Querier is the shared Prometheus client.
-	Querier prom.Querier
+	Querier promclient.Querier
 	// Clock; nil means the real clock.
 	Clock clock.PassiveClock
 	// Cache and Source tuning; zero values mean the defaults.

@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
@@ -98,13 +98,13 @@ func (f *fakeObjects) GetNode(_ context.Context, name string) (*metav1.PartialOb
 }
 
 // newPromClient returns the project's Prometheus client talking to h.
-func newPromClient(t testing.TB, h http.Handler) *prom.Client {
+func newPromClient(t testing.TB, h http.Handler) *promclient.Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := prom.New(prom.Config{Address: srv.URL, HTTPClient: srv.Client(), Timeout: 5 * time.Second})
+	c, err := promclient.New(promclient.Config{Address: srv.URL, HTTPClient: srv.Client(), Timeout: 5 * time.Second})
 	if err != nil {
-		t.Fatalf("prom.New: %v", err)
+		t.Fatalf("promclient.New: %v", err)
 	}
 	return c
 }
@@ -112,7 +112,7 @@ func newPromClient(t testing.TB, h http.Handler) *prom.Client {
 // newServer builds a generic API server (no authentication or
 // authorization, not listening) with the OpenAPI configuration
 // SetOpenAPIConfig gives an adapter, and installs the API on it.
-func newServer(t testing.TB, objs *fakeObjects, q prom.Querier) http.Handler {
+func newServer(t testing.TB, objs *fakeObjects, q promclient.Querier) http.Handler {
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: q})

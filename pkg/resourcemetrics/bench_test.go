@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/internal/cputime"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
@@ -74,7 +74,7 @@ func bigCluster(namespaces, podsPerNS int) (*fakeObjects, *fakeProm) {
 	return objs, fp
 }
 
-func benchClient(b *testing.B, fp *fakeProm) *prom.Client {
+func benchClient(b *testing.B, fp *fakeProm) *promclient.Client {
 	return newPromClient(b, &replayProm{fake: fp, body: map[string][]byte{}})
 }
 
@@ -96,14 +96,14 @@ func (s staticQuerier) Query(_ context.Context, q string, _ time.Time) (model.Ve
 	return v, nil
 }
 
-// staticSampleQuerier is a staticQuerier that is also a prom.SampleQuerier,
+// staticSampleQuerier is a staticQuerier that is also a promclient.SampleQuerier,
 // as the real client is, answering the same vectors as Samples.
 type staticSampleQuerier struct {
 	staticQuerier
-	samples map[string]prom.Samples
+	samples map[string]promclient.Samples
 }
 
-func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (prom.Samples, error) {
+func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (promclient.Samples, error) {
 	v, ok := s.samples[q]
 	if !ok {
 		return nil, fmt.Errorf("no answer for %q", q)
@@ -116,15 +116,15 @@ func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Ti
 // 10,000 PodMetrics), with a static querier that has Query only (a
 // model.Vector per answer).
 func BenchmarkOverheadPodMetrics10k(b *testing.B) {
-	benchOverheadPodMetrics10k(b, func(static staticQuerier) prom.Querier { return static })
+	benchOverheadPodMetrics10k(b, func(static staticQuerier) promclient.Querier { return static })
 }
 
 // BenchmarkOverheadPodMetrics10kSamples: BenchmarkOverheadPodMetrics10k
-// with a static querier that is also a prom.SampleQuerier (Samples per
+// with a static querier that is also a promclient.SampleQuerier (Samples per
 // answer), as the real client is.
 func BenchmarkOverheadPodMetrics10kSamples(b *testing.B) {
-	benchOverheadPodMetrics10k(b, func(static staticQuerier) prom.Querier {
-		sq := staticSampleQuerier{staticQuerier: static, samples: make(map[string]prom.Samples, len(static))}
+	benchOverheadPodMetrics10k(b, func(static staticQuerier) promclient.Querier {
+		sq := staticSampleQuerier{staticQuerier: static, samples: make(map[string]promclient.Samples, len(static))}
 		for q, vec := range static {
 			sq.samples[q] = toSamples(vec)
 		}
@@ -134,7 +134,7 @@ func BenchmarkOverheadPodMetrics10kSamples(b *testing.B) {
 
 // benchOverheadPodMetrics10k measures Source alone with the querier
 // querier makes of static, the answers of the queries for 10,000 pods.
-func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier) prom.Querier) {
+func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier) promclient.Querier) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := &fakeProm{ts: fp.ts, series: fp.series}
@@ -168,7 +168,7 @@ func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier)
 
 // BenchmarkSourcePodMetrics10k: the metrics of 10,000 pods in 100
 // namespaces (200 Prometheus queries through the real client, which is a
-// prom.SampleQuerier: its compact decoding is measured).
+// promclient.SampleQuerier: its compact decoding is measured).
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
 )
 
@@ -56,7 +56,7 @@ func nodeSeries(metric, node string, v float64) series {
 
 // fakeProm evaluates the queries of testConfig over a fixed set of samples:
 // it picks the series by metric name and applies the matchers inside the
-// braces. It is a prom.Querier and, through ServeHTTP, a Prometheus HTTP
+// braces. It is a promclient.Querier and, through ServeHTTP, a Prometheus HTTP
 // API (/api/v1/query only).
 type fakeProm struct {
 	ts     time.Time
@@ -192,7 +192,7 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// samplesProm is a fakeProm that is also a prom.SampleQuerier, as the real
+// samplesProm is a fakeProm that is also a promclient.SampleQuerier, as the real
 // client is; it records which of Query and QuerySamples was called.
 type samplesProm struct {
 	*fakeProm
@@ -201,7 +201,7 @@ type samplesProm struct {
 	queryCalls, querySamplesCalls int
 }
 
-var _ prom.SampleQuerier = (*samplesProm)(nil)
+var _ promclient.SampleQuerier = (*samplesProm)(nil)
 
 func (f *samplesProm) Query(ctx context.Context, q string, ts time.Time) (model.Vector, error) {
 	f.mu.Lock()
@@ -211,7 +211,7 @@ func (f *samplesProm) Query(ctx context.Context, q string, ts time.Time) (model.
 }
 
 // QuerySamples answers what Query does, as Samples (see toSamples).
-func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) (prom.Samples, error) {
+func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) (promclient.Samples, error) {
 	f.mu.Lock()
 	f.querySamplesCalls++
 	f.mu.Unlock()
@@ -224,15 +224,15 @@ func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) 
 
 // toSamples returns vec as Samples, with the labels of each sample sorted
 // by name as Prometheus sends them.
-func toSamples(vec model.Vector) prom.Samples {
-	out := make(prom.Samples, len(vec))
+func toSamples(vec model.Vector) promclient.Samples {
+	out := make(promclient.Samples, len(vec))
 	for i, smp := range vec {
-		lbls := prom.Labels{}
+		lbls := promclient.Labels{}
 		for name, value := range smp.Metric {
-			lbls = append(lbls, prom.Label{Name: string(name), Value: string(value)})
+			lbls = append(lbls, promclient.Label{Name: string(name), Value: string(value)})
 		}
-		slices.SortFunc(lbls, func(a, b prom.Label) int { return strings.Compare(a.Name, b.Name) })
-		out[i] = prom.Sample{Labels: lbls, Value: smp.Value, Timestamp: smp.Timestamp}
+		slices.SortFunc(lbls, func(a, b promclient.Label) int { return strings.Compare(a.Name, b.Name) })
+		out[i] = promclient.Sample{Labels: lbls, Value: smp.Value, Timestamp: smp.Timestamp}
 	}
 	return out
 }

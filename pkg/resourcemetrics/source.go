@@ -16,8 +16,8 @@ import (
 	"k8s.io/metrics/pkg/apis/metrics"
 	"k8s.io/utils/clock"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // Defaults of SourceConfig.
@@ -47,11 +47,11 @@ type SourceConfig struct {
 	// Rules returns the compiled configuration in service (it changes on hot
 	// reload); its ResourceRules are used.
 	Rules func() *naming.RuleSet
-	// Querier runs instant queries; pass the *prom.Client, which coalesces
+	// Querier runs instant queries; pass the *promclient.Client, which coalesces
 	// identical concurrent queries and enforces the per-query timeout. A
-	// Querier that is also a prom.SampleQuerier (the *prom.Client is) is
+	// Querier that is also a promclient.SampleQuerier (the *promclient.Client is) is
 	// asked for Samples, which decode with no map per sample.
-	Querier prom.Querier
+	Querier promclient.Querier
 	// Clock stamps the objects' creationTimestamp, as metrics-server does.
 	// Nil means the real clock.
 	Clock clock.PassiveClock
@@ -65,7 +65,7 @@ type SourceConfig struct {
 // concurrent use.
 type Source struct {
 	rules       func() *naming.RuleSet
-	querier     prom.Querier
+	querier     promclient.Querier
 	clock       clock.PassiveClock
 	maxNames    int
 	parallelism int
@@ -108,7 +108,7 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 }
 
 // QueryError is a failed resource query: which rule and query, for which
-// namespace, and the cause (a *prom.Error from Prometheus, or a rendering
+// namespace, and the cause (a *promclient.Error from Prometheus, or a rendering
 // error). The API turns it into a 503 when Prometheus could not answer and a
 // 500 otherwise.
 type QueryError struct {
@@ -295,20 +295,20 @@ func (s *Source) request(namespace string, names []string) naming.ResourceReques
 }
 
 // answer is the vector an instant query returned: Samples when the querier
-// gives them (prom.SampleQuerier, as the *prom.Client does), which decode
-// with no map per sample, else the model.Vector of prom.Querier. It is
+// gives them (promclient.SampleQuerier, as the *promclient.Client does), which decode
+// with no map per sample, else the model.Vector of promclient.Querier. It is
 // shared with coalesced callers: read-only. The label values it returns
 // may be kept: they are never rewritten (a Samples value keeps its chunk
 // of the answer alive while kept; here, the container names until the
 // response is written).
 type answer struct {
-	samples prom.Samples
-	vector  model.Vector // when the querier is not a prom.SampleQuerier
+	samples promclient.Samples
+	vector  model.Vector // when the querier is not a promclient.SampleQuerier
 }
 
 // query runs the instant query expr at "now".
 func (s *Source) query(ctx context.Context, expr string) (answer, error) {
-	if sq, ok := s.querier.(prom.SampleQuerier); ok {
+	if sq, ok := s.querier.(promclient.SampleQuerier); ok {
 		smps, err := sq.QuerySamples(ctx, expr, time.Time{})
 		return answer{samples: smps}, err
 	}

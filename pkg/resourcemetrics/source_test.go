@@ -18,8 +18,8 @@ import (
 	"k8s.io/metrics/pkg/apis/metrics"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
@@ -57,7 +57,7 @@ func nodeLines(items []metrics.NodeMetrics) []string {
 	return out
 }
 
-func newSource(t *testing.T, q prom.Querier, maxNames int) *resourcemetrics.Source {
+func newSource(t *testing.T, q promclient.Querier, maxNames int) *resourcemetrics.Source {
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
@@ -75,9 +75,9 @@ func newSource(t *testing.T, q prom.Querier, maxNames int) *resourcemetrics.Sour
 // forEachQuerier runs test with each form of querier a Source must answer
 // alike from, each over its own fake (fp, whose Queries are the queries
 // sent): the fake itself, which has Query only; the fake as a
-// prom.SampleQuerier, which the Source must ask for Samples only (checked
+// promclient.SampleQuerier, which the Source must ask for Samples only (checked
 // here); and the real client talking to the fake over HTTP.
-func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q prom.Querier)) {
+func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q promclient.Querier)) {
 	t.Run("Query", func(t *testing.T) {
 		fp := newFake()
 		test(t, fp, fp)
@@ -90,7 +90,7 @@ func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing
 			t.Errorf("%d Query and %d QuerySamples calls for %d queries, want QuerySamples only", nq, ns, len(fp.Queries()))
 		}
 	})
-	t.Run("prom.Client", func(t *testing.T) {
+	t.Run("promclient.Client", func(t *testing.T) {
 		fp := newFake()
 		test(t, fp, newPromClient(t, fp))
 	})
@@ -246,7 +246,7 @@ func TestGetPodMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series} }, func(t *testing.T, _ *fakeProm, q prom.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series} }, func(t *testing.T, _ *fakeProm, q promclient.Querier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetPodMetrics(context.Background(), tc.pods)
 				if err != nil {
@@ -336,7 +336,7 @@ func TestPodQueries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: ss} }, func(t *testing.T, fp *fakeProm, q prom.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: ss} }, func(t *testing.T, fp *fakeProm, q promclient.Querier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetPodMetrics(context.Background(), pods)
 				if err != nil {
@@ -440,7 +440,7 @@ func TestGetNodeMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series, unselected: tc.unselected} }, func(t *testing.T, fp *fakeProm, q prom.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series, unselected: tc.unselected} }, func(t *testing.T, fp *fakeProm, q promclient.Querier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetNodeMetrics(context.Background(), tc.nodes)
 				if err != nil {
@@ -470,11 +470,11 @@ func TestGetNodeMetrics(t *testing.T) {
 }
 
 func TestSourceErrors(t *testing.T) {
-	promErr := &prom.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
+	promErr := &promclient.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
 	for _, kind := range []string{"Query", "QuerySamples"} {
 		t.Run("a Prometheus error is an error, never an empty answer: "+kind, func(t *testing.T) {
 			fp := &fakeProm{ts: sampleTime, err: promErr}
-			var q prom.Querier = fp
+			var q promclient.Querier = fp
 			if kind == "QuerySamples" {
 				q = &samplesProm{fakeProm: fp}
 			}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/metrics/pkg/apis/metrics"
 
-	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // PodMetricsGetter returns the metrics of pods; pods without complete
@@ -263,7 +263,7 @@ func apiError(ctx context.Context, err error) error {
 		return apierrors.NewServiceUnavailable("metrics.k8s.io is not configured: " + err.Error())
 	case errors.Is(err, ErrCacheNotRunning), errors.Is(err, ErrCacheNotSynced):
 		return apierrors.NewServiceUnavailable(err.Error())
-	case prom.IsUnavailable(err):
+	case promclient.IsUnavailable(err):
 		return apierrors.NewServiceUnavailable(err.Error())
 	}
 	return apierrors.NewInternalError(err)

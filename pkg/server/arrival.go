@@ -109,7 +109,7 @@ func (c *stampedConn) Close() error {
 // listener is not wrapped) or else now, when the outermost handler starts.
 //
 // The time is what lets identical "now" Prometheus queries share an answer
-// (internal/prom: an answer that landed after the request arrived is as fresh
+// (pkg/promclient: an answer that landed after the request arrived is as fresh
 // as one the request would have asked for itself). Both times are no
 // earlier than the request's bytes reached the server, so the rule never
 // hands out an answer older than the request; the connection's stamp is the

@@ -18,7 +18,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/prom"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // arrivalProvider runs the same "now" query twice per metric request with
@@ -26,7 +26,7 @@ import (
 // time the request reached the server.
 type arrivalProvider struct {
 	placeholderProvider
-	prom *prom.Client
+	prom *promclient.Client
 
 	mu      sync.Mutex
 	arrived []time.Time
@@ -83,7 +83,7 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 	start := time.Now()
 	for i := range 2 {
 		if i > 0 {
-			time.Sleep(prom.DefaultCoalesceWindow + 50*time.Millisecond)
+			time.Sleep(promclient.DefaultCoalesceWindow + 50*time.Millisecond)
 		}
 		if code, body := ts.get(path); code != http.StatusNotFound {
 			t.Fatalf("GET %s = %d %s; want the provider's 404", path, code, truncateForLog(body))

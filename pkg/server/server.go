@@ -37,11 +37,11 @@ import (
 	"github.com/promscaler/promscaler/internal/growstack"
 	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // Providers is the seam between the server and the metrics providers
@@ -73,7 +73,7 @@ type ProviderDeps struct {
 	// Kube gives the Kubernetes clients.
 	Kube KubeClients
 	// Prometheus is the shared, coalescing Prometheus client.
-	Prometheus *prom.Client
+	Prometheus *promclient.Client
 	// Metrics is the adapter's registry of metrics.
 	Metrics *metrics.Metrics
 	// Config is the rules file loaded at startup.
@@ -118,7 +118,7 @@ type Config struct {
 	RulesFile            string
 	ConfigReloadInterval time.Duration
 	// Prometheus configures the Prometheus client.
-	Prometheus *prom.Options
+	Prometheus *promclient.Options
 	// RelistInterval is how often discovery runs; MaxAge how far back it
 	// looks (0: RelistInterval); DiscoveryStrategy how it asks Prometheus.
 	RelistInterval    time.Duration
@@ -173,7 +173,7 @@ func loadRules(path string) (*config.Config, []byte, error) {
 type Server struct {
 	name      string
 	api       *cmapiserver.CustomMetricsAdapterServer
-	prom      *prom.Client
+	prom      *promclient.Client
 	providers *Providers
 	watcher   *reload.Watcher
 }

@@ -34,11 +34,11 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
@@ -218,7 +218,7 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 	if err != nil {
 		t.Fatal(err)
 	}
-	po := prom.NewOptions()
+	po := promclient.NewOptions()
 	po.URL = promURL
 	cfg = &Config{
 		Name:               base.Name,
@@ -494,7 +494,7 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	// the coalescing window: a request within it would share the answer
 	// above, which is as fresh as the window allows.)
 	fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
-	time.Sleep(prom.DefaultCoalesceWindow + 50*time.Millisecond)
+	time.Sleep(promclient.DefaultCoalesceWindow + 50*time.Millisecond)
 	code, body, hdr = ts.getWithHeader(path)
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("with Prometheus failing GET %s = %d %s; want 503", path, code, truncateForLog(body))

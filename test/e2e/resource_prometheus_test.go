@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/test/e2e/framework"
 	"github.com/promscaler/promscaler/test/exporter"
@@ -83,7 +83,7 @@ func TestResourceSourcePrometheus(t *testing.T) {
 	must(err)
 	rules, err := naming.Compile(cfg, kubemapper.New())
 	must(err)
-	client, err := prom.New(prom.Config{Address: promSrv.URL, HTTPClient: &http.Client{}, Timeout: 10 * time.Second})
+	client, err := promclient.New(promclient.Config{Address: promSrv.URL, HTTPClient: &http.Client{}, Timeout: 10 * time.Second})
 	must(err)
 	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rules }, Querier: client})
 	must(err)
@@ -141,7 +141,7 @@ func TestResourceSourcePrometheus(t *testing.T) {
 
 	// Prometheus down: an error, never an empty answer.
 	promSrv.Process.Stop(5 * time.Second)
-	if _, err := src.GetPodMetrics(ctx, pods); err == nil || !prom.IsUnavailable(err) {
+	if _, err := src.GetPodMetrics(ctx, pods); err == nil || !promclient.IsUnavailable(err) {
 		t.Errorf("with Prometheus stopped: err = %v, want an unavailable error", err)
 	}
 }

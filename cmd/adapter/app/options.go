@@ -14,9 +14,9 @@ import (
 
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/gcfloor"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/server"
 )
@@ -35,7 +35,7 @@ type ServerOptions struct {
 	// options and the Kubernetes clients.
 	Base *basecmd.AdapterBase
 	// Prometheus configures the Prometheus client.
-	Prometheus *prom.Options
+	Prometheus *promclient.Options
 
 	// ConfigFile is the rules file (prometheus-adapter's format).
 	ConfigFile string
@@ -70,7 +70,7 @@ func NewServerOptions() *ServerOptions {
 	}
 	return &ServerOptions{
 		Base:                 base,
-		Prometheus:           prom.NewOptions(),
+		Prometheus:           promclient.NewOptions(),
 		RelistInterval:       time.Minute,
 		DiscoveryStrategy:    discovery.StrategyLabels.String(),
 		ConfigReloadInterval: reload.DefaultInterval,

@@ -27,10 +27,10 @@ import (
 	"github.com/promscaler/promscaler/internal/explain"
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/prom"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // Exit codes of the tools.
@@ -399,7 +399,7 @@ type explainFlags struct {
 	namespace, names, selector string
 	external, run              bool
 	maxAge                     time.Duration
-	prom                       *prom.Options
+	prom                       *promclient.Options
 }
 
 // runExplain implements "adapter explain": print the PromQL a request would
@@ -407,7 +407,7 @@ type explainFlags struct {
 // serves the request (stderr).
 func runExplain(args []string, stdout, stderr io.Writer) int {
 	t := toolIO{stdout: stdout, stderr: stderr}
-	f := explainFlags{prom: prom.NewOptions()}
+	f := explainFlags{prom: promclient.NewOptions()}
 	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
 	fs.StringVar(&f.config, "config", "", "Configuration file (required).")
 	fs.StringVar(&f.series, "series", "", "A saved Prometheus /api/v1/series response (or its data array). Give this or --prometheus-url.")
@@ -481,7 +481,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	in := explain.Input{Rules: rs, Scoper: discovery.MapperScoper{Mapper: mapper}}
-	var client *prom.Client
+	var client *promclient.Client
 	if live {
 		if client, err = f.prom.NewClient(metrics.New()); err != nil {
 			t.errorf("explain: %v", err)
@@ -563,7 +563,7 @@ func explainRequest(f explainFlags, mapper meta.RESTMapper) (explain.Request, er
 
 // liveSeries lists, for each distinct seriesQuery, the series Prometheus
 // has over the last maxAge, as the series discovery strategy does.
-func liveSeries(ctx context.Context, client *prom.Client, rs *naming.RuleSet, maxAge time.Duration) ([]discovery.RuleSeries, error) {
+func liveSeries(ctx context.Context, client *promclient.Client, rs *naming.RuleSet, maxAge time.Duration) ([]discovery.RuleSeries, error) {
 	now := time.Now()
 	cache := map[string][]naming.Series{}
 	var out []discovery.RuleSeries

@@ -1,4 +1,4 @@
-package prom
+package promclient
 
 import (
 	"context"
@@ -295,7 +295,7 @@ func TestErrors(t *testing.T) {
 			_, err = c.Query(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
 			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v (%T) is not a *prom.Error", err, err)
+				t.Fatalf("error %v (%T) is not a *promclient.Error", err, err)
 			}
 			if pe.Outcome != tc.wantOutcome || pe.StatusCode != tc.wantStatus || pe.Endpoint != metrics.EndpointQuery {
 				t.Errorf("got endpoint %q outcome %q status %d, want query %q %d", pe.Endpoint, pe.Outcome, pe.StatusCode, tc.wantOutcome, tc.wantStatus)
@@ -330,7 +330,7 @@ func TestNetworkErrorHidesCredentialsInURL(t *testing.T) {
 	_, err := c.Query(context.Background(), "up", time.Time{})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeNetwork {
-		t.Fatalf("got %v, want a network_error *prom.Error", err)
+		t.Fatalf("got %v, want a network_error *promclient.Error", err)
 	}
 	if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "query=") {
 		t.Errorf("message %q leaks the password or the raw URL", err)
@@ -370,7 +370,7 @@ func TestHangingServerFailsWithinTimeout(t *testing.T) {
 	}
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeTimeout {
-		t.Errorf("error %v is not a timeout *prom.Error", err)
+		t.Errorf("error %v is not a timeout *promclient.Error", err)
 	}
 	if got := f.requests()[0].Args.Get("timeout"); got != "200ms" {
 		t.Errorf("timeout= %q, want 200ms", got)

@@ -12,7 +12,7 @@
 // It speaks only the standard Prometheus HTTP API, so Thanos, Mimir/Cortex
 // and VictoriaMetrics work too. Consumers depend on the small interfaces
 // (Querier, SeriesLister, LabelValuesLister, LabelNamesLister), not on *Client.
-package prom
+package promclient
 
 import (
 	"context"
