@@ -168,11 +168,13 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 		if desired < current {
 			reason = "All metrics below target"
 		}
+		var n Normalization
 		if hpa.Spec.Behavior == nil {
-			desired, d.StabilizedReplicas = a.normalize(state, hpa, now, current, desired, minReplicas)
+			desired, n = a.normalize(state, hpa, now, current, desired, minReplicas)
 		} else {
-			desired, d.StabilizedReplicas = a.normalizeWithBehavior(state, hpa, now, current, desired, minReplicas)
+			desired, n = a.normalizeWithBehavior(state, hpa, now, current, desired, minReplicas)
 		}
+		d.StabilizedReplicas, d.Normalization = n.Stabilized, &n
 		if current == 0 && minReplicas != 0 && scaledToZero && desired < minReplicas {
 			desired = minReplicas
 			if reason == "" {
@@ -370,7 +372,7 @@ func (a *Autoscaler) validateSelector(hpa *autoscalingv2.HorizontalPodAutoscaler
 }
 
 // normalize is normalizeDesiredReplicas (no behavior).
-func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, int32) {
+func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, Normalization) {
 	stabilized := state.stabilize(now, a.cfg.DownscaleStabilizationWindow, desired)
 	if stabilized != desired {
 		a.setCondition(hpa, autoscalingv2.AbleToScale, v1.ConditionTrue, "ScaleDownStabilized", msgDownStabilzed)
@@ -379,15 +381,30 @@ func (a *Autoscaler) normalize(state *State, hpa *autoscalingv2.HorizontalPodAut
 	}
 	l := convertWithRules(current, stabilized, minReplicas, hpa.Spec.MaxReplicas)
 	a.setLimited(hpa, l, stabilized)
-	return l.replicas, stabilized
+	return l.replicas, Normalization{
+		Stabilized:      stabilized,
+		ScaleDownWindow: a.cfg.DownscaleStabilizationWindow,
+		ScaleUpLimit:    scaleUpLimitWithoutBehavior(current),
+		ScaleDownLimit:  -1,
+		LimitReason:     l.reason,
+	}
 }
 
 // normalizeWithBehavior is normalizeDesiredReplicasWithBehaviors.
-func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, int32) {
+func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time, current, desired, minReplicas int32) (int32, Normalization) {
 	b := hpa.Spec.Behavior
 	if b.ScaleDown.StabilizationWindowSeconds == nil {
 		w := int32(a.cfg.DownscaleStabilizationWindow.Seconds())
 		b.ScaleDown.StabilizationWindowSeconds = &w
+	}
+	// The rate limits in both directions, from the history before this
+	// reconcile (only the one of the change's direction applies).
+	n := Normalization{
+		Behavior:        true,
+		ScaleUpWindow:   time.Duration(*b.ScaleUp.StabilizationWindowSeconds) * time.Second,
+		ScaleDownWindow: time.Duration(*b.ScaleDown.StabilizationWindowSeconds) * time.Second,
+		ScaleUpLimit:    max(scaleUpLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleUp), current),
+		ScaleDownLimit:  min(scaleDownLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleDown), current),
 	}
 	stabilized, reason, message := state.stabilizeWithBehavior(now, b, current, desired)
 	if stabilized != desired {
@@ -397,7 +414,8 @@ func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.Hori
 	}
 	l := state.convertWithBehaviorRate(now, b, current, stabilized, minReplicas, hpa.Spec.MaxReplicas)
 	a.setLimited(hpa, l, stabilized)
-	return l.replicas, stabilized
+	n.Stabilized, n.LimitReason = stabilized, l.reason
+	return l.replicas, n
 }
 
 func (a *Autoscaler) setLimited(hpa *autoscalingv2.HorizontalPodAutoscaler, l limit, stabilized int32) {

@@ -659,3 +659,48 @@ func TestDecideWithoutHPA(t *testing.T) {
 		t.Errorf("Decide without an HPA: %+v, want an error and no rescale", d)
 	}
 }
+
+func TestDecideReportsNormalization(t *testing.T) {
+	a, _ := newTestAutoscaler(t, nil)
+	behavior := &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
+		StabilizationWindowSeconds: ptrTo[int32](60),
+		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}}}}
+	cases := []struct {
+		name     string
+		behavior *autoscalingv2.HorizontalPodAutoscalerBehavior
+		state    *State
+		current  int32
+		usage    int64
+		want     *Normalization
+	}{
+		{name: "no behavior, scale-up limited to max(2×current, 4)", current: 3, usage: 1000, state: &State{},
+			want: &Normalization{Stabilized: 6, ScaleDownWindow: 5 * time.Minute, ScaleUpLimit: 6, ScaleDownLimit: -1, LimitReason: "DesiredWithinRange"}},
+		{name: "no behavior, scale-up limit of 4 from 1", current: 1, usage: 1000, state: &State{},
+			want: &Normalization{Stabilized: 2, ScaleDownWindow: 5 * time.Minute, ScaleUpLimit: 4, ScaleDownLimit: -1, LimitReason: "DesiredWithinRange"}},
+		{name: "behavior, scale-down policy counts the events in State", behavior: behavior, current: 5, usage: 100,
+			state: &State{Recommendations: []Recommendation{}, ScaleDownEvents: []ScaleEvent{{ReplicaChange: 1, Timestamp: testNow.Add(-30 * time.Second)}}},
+			// default scale-up policies from 5: max(5+4, 5×2) = 10; one pod
+			// already removed in the last 60s: 6-1 = 5, the current count.
+			want: &Normalization{Behavior: true, Stabilized: 1, ScaleDownWindow: time.Minute, ScaleUpLimit: 10, ScaleDownLimit: 5, LimitReason: "ScaleDownLimit"}},
+		{name: "metrics failed: no normalization", current: 2, usage: -1, state: &State{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			hpa := testHPA(nil, 10, cpuMetric(50))
+			hpa.Spec.Behavior = tc.behavior
+			values := make([]int64, tc.current)
+			for i := range values {
+				values[i] = tc.usage
+			}
+			m := perPod(values...)
+			if tc.usage < 0 {
+				m = MetricValues{Err: errors.New("no metrics")}
+			}
+			d := a.Decide(tc.state, Input{HPA: hpa, SpecReplicas: tc.current, StatusReplicas: tc.current, Selector: "app=test",
+				Pods: readyPods(int(tc.current), 1000), Metrics: []MetricValues{m}})
+			if diff := cmp.Diff(tc.want, d.Normalization); diff != "" {
+				t.Errorf("normalization (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -62,7 +62,7 @@ func (s *State) record(old int, desired int32, now time.Time) {
 // convertWithRules is convertDesiredReplicasWithRules: min/max and the
 // max(2×current, 4) scale-up limit.
 func convertWithRules(current, desired, minReplicas, maxReplicas int32) limit {
-	scaleUpLimit := int32(math.Max(scaleUpLimitFactor*float64(current), scaleUpLimitMinimum))
+	scaleUpLimit := scaleUpLimitWithoutBehavior(current)
 	maxAllowed, reason, message := maxReplicas, "TooManyReplicas", msgTooMany
 	if maxReplicas > scaleUpLimit {
 		maxAllowed, reason, message = scaleUpLimit, "ScaleUpLimit", msgScaleUpLimit
@@ -74,6 +74,11 @@ func convertWithRules(current, desired, minReplicas, maxReplicas int32) limit {
 		return limit{maxAllowed, reason, message}
 	}
 	return limit{desired, "DesiredWithinRange", msgWithinRange}
+}
+
+// scaleUpLimitWithoutBehavior is calculateScaleUpLimit: max(2×current, 4).
+func scaleUpLimitWithoutBehavior(current int32) int32 {
+	return int32(math.Max(scaleUpLimitFactor*float64(current), scaleUpLimitMinimum))
 }
 
 // stabilizeWithBehavior is stabilizeRecommendationWithBehaviors: the

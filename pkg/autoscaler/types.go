@@ -295,6 +295,32 @@ type MetricResult struct {
 	Condition *autoscalingv2.HorizontalPodAutoscalerCondition
 }
 
+// Normalization is what the normalization of one proposal applied: the
+// stabilization windows and the rate limits (policies with behavior, or
+// max(2×current, 4) without), before min/max.
+type Normalization struct {
+	// Behavior reports whether spec.behavior's rules applied.
+	Behavior bool
+	// Stabilized is the proposal after the stabilization window(s).
+	Stabilized int32
+	// ScaleUpWindow and ScaleDownWindow are the stabilization windows
+	// (without behavior: no scale-up window, the controller's
+	// --horizontal-pod-autoscaler-downscale-stabilization down).
+	ScaleUpWindow, ScaleDownWindow time.Duration
+	// ScaleUpLimit is the highest count the scale-up rate allowed from the
+	// current count (with behavior: given the scale-up and scale-down
+	// events in State; never below the current count).
+	ScaleUpLimit int32
+	// ScaleDownLimit is the lowest count the scale-down policies allowed
+	// (never above the current count); -1 without behavior, where only
+	// minReplicas bounds a scale-down.
+	ScaleDownLimit int32
+	// LimitReason is the ScalingLimited condition's reason
+	// (DesiredWithinRange, ScaleUpLimit, ScaleDownLimit, TooManyReplicas,
+	// TooFewReplicas).
+	LimitReason string
+}
+
 // Decision is the outcome of one reconcile.
 type Decision struct {
 	// CurrentReplicas is the target's spec.replicas when the decision was made.
@@ -313,6 +339,9 @@ type Decision struct {
 	// window(s), before rate limits and min/max; -1 when the metrics gave
 	// no proposal.
 	StabilizedReplicas int32
+	// Normalization tells how the metrics' proposal was normalized; nil
+	// when it was not (no proposal, or the current count out of range).
+	Normalization *Normalization
 	// DesiredReplicas is the count after normalization (stabilization,
 	// policies, min/max). When Rescale is false it equals CurrentReplicas
 	// (except on a metrics failure, where status keeps the previous value).

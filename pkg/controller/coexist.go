@@ -114,7 +114,7 @@ func (c *Controller) readCoexistMetrics(ctx context.Context, hpa *autoscalingv2.
 			selector = s
 		}
 	}
-	f := fetcher{c: c, ctx: ctx, namespace: hpa.Namespace, selector: selector}
+	f := fetcher{r: c.metrics, ctx: ctx, namespace: hpa.Namespace, selector: selector}
 	reads, failures := 0, 0
 	own := map[int]autoscaler.MetricValues{}
 	if spec.Fallback != nil {

@@ -181,6 +181,7 @@ type Controller struct {
 	synced     []cache.InformerSynced
 	queue      workqueue.TypedRateLimitingInterface[string]
 	selectors  *selectorStore
+	metrics    *MetricsReader
 
 	mu     sync.Mutex
 	states map[string]*hpaEntry // per HPA key; see entryFor
@@ -229,6 +230,17 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if c.cfg.FencePollInterval == 0 {
 		c.cfg.FencePollInterval = DefaultFencePollInterval
+	}
+	c.metrics = &MetricsReader{
+		Client:  cfg.Metrics,
+		Timeout: cfg.RequestTimeout,
+		Clock:   cfg.Clock,
+		Observed: func(source string, d time.Duration) {
+			c.tel.MetricFetchDuration.WithLabelValues(source).Observe(d.Seconds())
+		},
+		Failed: func(source autoscalingv2.MetricSourceType) {
+			c.tel.MetricFetchErrors.WithLabelValues(string(source)).Inc()
+		},
 	}
 	reg, err := cfg.HPAInformer.Informer().AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.addHPA,

@@ -14,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-	customapi "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
-	externalapi "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
-	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/scaletozero"
@@ -98,36 +95,9 @@ func (c *Controller) reconcile(ctx context.Context, e *hpaEntry, hpa *autoscalin
 	return nil
 }
 
-// getScale resolves the scale target and reads its /scale. On failure it
-// returns the error the core's FailedGetScale reports (upstream's event
-// text) and the wrapped error the reconcile returns.
+// getScale resolves the scale target and reads its /scale (see GetScale).
 func (c *Controller) getScale(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler) (*autoscalingv1.Scale, schema.GroupResource, error, error) {
-	ref := hpa.Spec.ScaleTargetRef
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return nil, schema.GroupResource{}, err, fmt.Errorf("invalid API version in scale target reference: %w", err)
-	}
-	mappings, err := c.cfg.Mapper.RESTMappings(schema.GroupKind{Group: gv.Group, Kind: ref.Kind})
-	if err != nil {
-		return nil, schema.GroupResource{}, err, fmt.Errorf("unable to determine resource for scale target reference: %w", err)
-	}
-	var firstErr error
-	for i, m := range mappings {
-		gr := m.Resource.GroupResource()
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-		sc, err := c.cfg.Scales.Scales(hpa.Namespace).Get(rctx, gr, ref.Name, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			return sc, gr, nil, nil
-		}
-		if i == 0 {
-			firstErr = err
-		}
-	}
-	if firstErr == nil {
-		firstErr = errors.New("unrecognized resource")
-	}
-	return nil, schema.GroupResource{}, firstErr, fmt.Errorf("failed to query scale subresource for %s/%s/%s: %w", ref.Kind, hpa.Namespace, ref.Name, firstErr)
+	return GetScale(ctx, c.cfg.Scales, c.cfg.Mapper, c.cfg.RequestTimeout, hpa)
 }
 
 // updateScale sets the target's spec.replicas, re-reading /scale and
@@ -178,114 +148,8 @@ func (c *Controller) gather(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 		in.SelectingHPAs = matching
 		return nil // ambiguous: the core evaluates no metric
 	}
-	specs := autoscaler.MetricSpecs(hpa)
-	in.Metrics = make([]autoscaler.MetricValues, len(specs))
-	f := fetcher{c: c, ctx: ctx, namespace: hpa.Namespace, selector: selector}
-	for i := range specs {
-		in.Metrics[i] = f.fetch(&specs[i])
-	}
+	in.Metrics = c.metrics.Read(ctx, hpa.Namespace, selector, autoscaler.MetricSpecs(hpa))
 	return nil
-}
-
-// fetcher reads the metrics of one reconcile. The resource metrics of the
-// target's pods are listed once however many Resource and
-// ContainerResource metrics the HPA has.
-type fetcher struct {
-	c         *Controller
-	ctx       context.Context
-	namespace string
-	selector  labels.Selector
-
-	podMetricsDone bool
-	podMetrics     []metricsapi.PodMetrics
-	podMetricsErr  error
-}
-
-func (f *fetcher) resourceMetrics() ([]metricsapi.PodMetrics, error) {
-	if !f.podMetricsDone {
-		f.podMetricsDone = true
-		f.podMetrics, f.podMetricsErr = timed(f, string(autoscalingv2.ResourceMetricSourceType), func(ctx context.Context) ([]metricsapi.PodMetrics, error) {
-			return f.c.cfg.Metrics.PodResourceMetrics(ctx, f.namespace, f.selector)
-		})
-	}
-	return f.podMetrics, f.podMetricsErr
-}
-
-// fetch reads the values of one metric spec. Specs the core rejects before
-// reading (missing source, invalid metric selector, unknown type) are not
-// read; the core reports them.
-func (f *fetcher) fetch(spec *autoscalingv2.MetricSpec) autoscaler.MetricValues {
-	ns := f.namespace
-	switch spec.Type {
-	case autoscalingv2.ResourceMetricSourceType:
-		if spec.Resource == nil {
-			return autoscaler.MetricValues{}
-		}
-		items, err := f.resourceMetrics()
-		return f.count(spec.Type, autoscaler.FromPodMetrics(items, err, spec.Resource.Name, ""))
-	case autoscalingv2.ContainerResourceMetricSourceType:
-		if spec.ContainerResource == nil {
-			return autoscaler.MetricValues{}
-		}
-		items, err := f.resourceMetrics()
-		return f.count(spec.Type, autoscaler.FromPodMetrics(items, err, spec.ContainerResource.Name, spec.ContainerResource.Container))
-	case autoscalingv2.PodsMetricSourceType:
-		if spec.Pods == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.Pods.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
-		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]customapi.MetricValue, error) {
-			return f.c.cfg.Metrics.PodsCustomMetric(ctx, ns, spec.Pods.Metric.Name, f.selector, msel)
-		})
-		return f.count(spec.Type, autoscaler.FromPodsCustomMetrics(items, err))
-	case autoscalingv2.ObjectMetricSourceType:
-		if spec.Object == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.Object.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
-		v, err := timed(f, string(spec.Type), func(ctx context.Context) (*customapi.MetricValue, error) {
-			return f.c.cfg.Metrics.ObjectCustomMetric(ctx, ns, spec.Object.Metric.Name, spec.Object.DescribedObject, msel)
-		})
-		return f.count(spec.Type, autoscaler.FromObjectCustomMetric(v, err))
-	case autoscalingv2.ExternalMetricSourceType:
-		if spec.External == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.External.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
-		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]externalapi.ExternalMetricValue, error) {
-			return f.c.cfg.Metrics.ExternalMetric(ctx, ns, spec.External.Metric.Name, msel)
-		})
-		return f.count(spec.Type, autoscaler.FromExternalMetrics(items, err))
-	}
-	return autoscaler.MetricValues{}
-}
-
-// count records a failed read (an API error or an empty answer).
-func (f *fetcher) count(source autoscalingv2.MetricSourceType, v autoscaler.MetricValues) autoscaler.MetricValues {
-	if v.Err != nil {
-		f.c.tel.MetricFetchErrors.WithLabelValues(string(source)).Inc()
-	}
-	return v
-}
-
-// timed runs one metrics API read under the request timeout and observes
-// its duration.
-func timed[T any](f *fetcher, source string, read func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(f.ctx, f.c.cfg.RequestTimeout)
-	defer cancel()
-	start := f.c.clock.Now()
-	v, err := read(ctx)
-	f.c.tel.MetricFetchDuration.WithLabelValues(source).Observe(f.c.clock.Since(start).Seconds())
-	return v, err
 }
 
 // record emits the decision's events on the HPA.

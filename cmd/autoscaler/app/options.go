@@ -53,15 +53,11 @@ type Options struct {
 	HPASelector string
 	Namespaces  []string
 
-	SyncPeriod              time.Duration
-	Workers                 int
-	DownscaleStabilization  time.Duration
-	Tolerance               float64
-	CPUInitializationPeriod time.Duration
-	InitialReadinessDelay   time.Duration
-	// FeatureGates overrides the HPA feature gates (all default to on, as
-	// in Kubernetes 1.37).
-	FeatureGates map[string]bool
+	SyncPeriod time.Duration
+	Workers    int
+	// AlgorithmOptions are the flags that change the HPA algorithm itself
+	// (shared with "autoscaler explain").
+	AlgorithmOptions
 
 	// RequestTimeout bounds each API request of a reconcile.
 	RequestTimeout time.Duration
@@ -86,18 +82,13 @@ type Options struct {
 
 // NewOptions returns the options with kube-controller-manager's defaults.
 func NewOptions() *Options {
-	def := autoscaler.DefaultConfig()
 	return &Options{
 		KubeAPIQPS:                   20,
 		KubeAPIBurst:                 30,
 		Mode:                         string(controller.ModeCoexist),
 		SyncPeriod:                   15 * time.Second,
 		Workers:                      5,
-		DownscaleStabilization:       def.DownscaleStabilizationWindow,
-		Tolerance:                    def.Tolerance,
-		CPUInitializationPeriod:      def.CPUInitializationPeriod,
-		InitialReadinessDelay:        def.InitialReadinessDelay,
-		FeatureGates:                 map[string]bool{},
+		AlgorithmOptions:             NewAlgorithmOptions(),
 		RequestTimeout:               controller.DefaultRequestTimeout,
 		MetricsBindAddress:           ":8080",
 		LeaderElect:                  true,
@@ -128,16 +119,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The period for syncing the number of pods in horizontal pod autoscaler.")
 	fs.IntVar(&o.Workers, "concurrent-horizontal-pod-autoscaler-syncs", o.Workers,
 		"The number of horizontal pod autoscaler objects that are allowed to sync concurrently.")
-	fs.DurationVar(&o.DownscaleStabilization, "horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleStabilization,
-		"The period for which autoscaler will look backwards and not scale down below any recommendation it made during that period.")
-	fs.Float64Var(&o.Tolerance, "horizontal-pod-autoscaler-tolerance", o.Tolerance,
-		"The minimum change (from 1.0) in the desired-to-actual metrics ratio for the horizontal pod autoscaler to consider scaling.")
-	fs.DurationVar(&o.CPUInitializationPeriod, "horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitializationPeriod,
-		"The period after pod start when CPU samples might be skipped.")
-	fs.DurationVar(&o.InitialReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", o.InitialReadinessDelay,
-		"The period after pod start during which readiness changes will be treated as initial readiness.")
-	fs.Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
-		"Comma-separated key=true|false pairs overriding the HPA feature gates of Kubernetes 1.37 (all on by default): "+strings.Join(knownGates, ", ")+".")
+	o.AlgorithmOptions.AddFlags(fs)
 
 	fs.DurationVar(&o.RequestTimeout, "api-request-timeout", o.RequestTimeout,
 		"Timeout of each API request of a reconcile (scale, metrics APIs, status).")
@@ -178,11 +160,6 @@ func (o *Options) Validate() []error {
 			errs = append(errs, fmt.Errorf("--%s %v: must be positive", flag, d))
 		}
 	}
-	notNegative := func(flag string, d time.Duration) {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("--%s %v: must not be negative", flag, d))
-		}
-	}
 	if o.Kubeconfig != "" {
 		if _, err := os.Stat(o.Kubeconfig); err != nil {
 			errs = append(errs, fmt.Errorf("--kubeconfig: %w", err))
@@ -215,17 +192,7 @@ func (o *Options) Validate() []error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--concurrent-horizontal-pod-autoscaler-syncs %d: must be greater than 0", o.Workers))
 	}
-	notNegative("horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleStabilization)
-	if o.Tolerance < 0 || o.Tolerance != o.Tolerance {
-		errs = append(errs, fmt.Errorf("--horizontal-pod-autoscaler-tolerance %v: must not be negative", o.Tolerance))
-	}
-	notNegative("horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitializationPeriod)
-	notNegative("horizontal-pod-autoscaler-initial-readiness-delay", o.InitialReadinessDelay)
-	for gate := range o.FeatureGates {
-		if !slices.Contains(knownGates, gate) {
-			errs = append(errs, fmt.Errorf("--feature-gates: unknown gate %q (known: %s)", gate, strings.Join(knownGates, ", ")))
-		}
-	}
+	errs = append(errs, o.AlgorithmOptions.Validate()...)
 	positive("api-request-timeout", o.RequestTimeout)
 	if o.DryRunAnnotate && !o.DryRun {
 		errs = append(errs, fmt.Errorf("--dry-run-annotate: needs --dry-run"))
@@ -267,23 +234,9 @@ func (o *Options) Config() (*Config, error) {
 	if errs := o.Validate(); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid options: %v", errs)
 	}
-	core := autoscaler.DefaultConfig()
-	core.Tolerance = o.Tolerance
-	core.DownscaleStabilizationWindow = o.DownscaleStabilization
-	core.CPUInitializationPeriod = o.CPUInitializationPeriod
-	core.InitialReadinessDelay = o.InitialReadinessDelay
-	for gate, on := range o.FeatureGates {
-		switch gate {
-		case gateScaleToZero:
-			core.Features.ScaleToZero = on
-		case gatePodLevelResources:
-			core.Features.PodLevelResources = on
-		case gateGeneration:
-			core.Features.ObservedGeneration = on
-		}
-	}
-	if errs := core.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid HPA settings: %v", errs)
+	core, err := o.AlgorithmOptions.Config()
+	if err != nil {
+		return nil, err
 	}
 	selector, err := labels.Parse(o.HPASelector)
 	if err != nil {
@@ -330,4 +283,87 @@ func (o *Options) Config() (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// AlgorithmOptions are the kube-controller-manager flags and feature gates
+// that change the HPA algorithm, with its names, defaults and meanings.
+type AlgorithmOptions struct {
+	DownscaleStabilization  time.Duration
+	Tolerance               float64
+	CPUInitializationPeriod time.Duration
+	InitialReadinessDelay   time.Duration
+	// FeatureGates overrides the HPA feature gates (all default to on, as
+	// in Kubernetes 1.37).
+	FeatureGates map[string]bool
+}
+
+// NewAlgorithmOptions returns kube-controller-manager's defaults.
+func NewAlgorithmOptions() AlgorithmOptions {
+	def := autoscaler.DefaultConfig()
+	return AlgorithmOptions{
+		DownscaleStabilization:  def.DownscaleStabilizationWindow,
+		Tolerance:               def.Tolerance,
+		CPUInitializationPeriod: def.CPUInitializationPeriod,
+		InitialReadinessDelay:   def.InitialReadinessDelay,
+		FeatureGates:            map[string]bool{},
+	}
+}
+
+// AddFlags registers the algorithm flags on fs.
+func (o *AlgorithmOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.DownscaleStabilization, "horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleStabilization,
+		"The period for which autoscaler will look backwards and not scale down below any recommendation it made during that period.")
+	fs.Float64Var(&o.Tolerance, "horizontal-pod-autoscaler-tolerance", o.Tolerance,
+		"The minimum change (from 1.0) in the desired-to-actual metrics ratio for the horizontal pod autoscaler to consider scaling.")
+	fs.DurationVar(&o.CPUInitializationPeriod, "horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitializationPeriod,
+		"The period after pod start when CPU samples might be skipped.")
+	fs.DurationVar(&o.InitialReadinessDelay, "horizontal-pod-autoscaler-initial-readiness-delay", o.InitialReadinessDelay,
+		"The period after pod start during which readiness changes will be treated as initial readiness.")
+	fs.Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
+		"Comma-separated key=true|false pairs overriding the HPA feature gates of Kubernetes 1.37 (all on by default): "+strings.Join(knownGates, ", ")+".")
+}
+
+// Validate reports every invalid algorithm flag, each naming its flag.
+func (o *AlgorithmOptions) Validate() []error {
+	var errs []error
+	notNegative := func(flag string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("--%s %v: must not be negative", flag, d))
+		}
+	}
+	notNegative("horizontal-pod-autoscaler-downscale-stabilization", o.DownscaleStabilization)
+	if o.Tolerance < 0 || o.Tolerance != o.Tolerance {
+		errs = append(errs, fmt.Errorf("--horizontal-pod-autoscaler-tolerance %v: must not be negative", o.Tolerance))
+	}
+	notNegative("horizontal-pod-autoscaler-cpu-initialization-period", o.CPUInitializationPeriod)
+	notNegative("horizontal-pod-autoscaler-initial-readiness-delay", o.InitialReadinessDelay)
+	for gate := range o.FeatureGates {
+		if !slices.Contains(knownGates, gate) {
+			errs = append(errs, fmt.Errorf("--feature-gates: unknown gate %q (known: %s)", gate, strings.Join(knownGates, ", ")))
+		}
+	}
+	return errs
+}
+
+// Config returns the decision core's settings the flags give.
+func (o *AlgorithmOptions) Config() (autoscaler.Config, error) {
+	core := autoscaler.DefaultConfig()
+	core.Tolerance = o.Tolerance
+	core.DownscaleStabilizationWindow = o.DownscaleStabilization
+	core.CPUInitializationPeriod = o.CPUInitializationPeriod
+	core.InitialReadinessDelay = o.InitialReadinessDelay
+	for gate, on := range o.FeatureGates {
+		switch gate {
+		case gateScaleToZero:
+			core.Features.ScaleToZero = on
+		case gatePodLevelResources:
+			core.Features.PodLevelResources = on
+		case gateGeneration:
+			core.Features.ObservedGeneration = on
+		}
+	}
+	if errs := core.Validate(); len(errs) > 0 {
+		return core, fmt.Errorf("invalid HPA settings: %v", errs)
+	}
+	return core, nil
 }
