@@ -18,6 +18,7 @@ import (
 
 const usage = `usage:
   autoscaler [flags]                                 run the HPA controller (see --help)
+  autoscaler explain [NAMESPACE/]HPA [-o text|json]  explain the decision the HPA controller would take now
   autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
   autoscaler --version                               print the version and exit
 `
@@ -25,6 +26,7 @@ const usage = `usage:
 // Main runs the autoscaler command line and returns the process exit code.
 //
 //	autoscaler [flags]                                 run the HPA controller
+//	autoscaler explain [NAMESPACE/]HPA [-o text|json]  explain the decision the HPA controller would take now
 //	autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
 func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
@@ -38,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "--version", "version":
 			fmt.Fprintln(stdout, "autoscaler", version.Get())
 			return 0
+		case "explain":
+			return runExplain("autoscaler explain", args[1:], stdout, stderr, nil)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -66,7 +70,7 @@ func runController(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "autoscaler: unexpected argument %q (subcommands: simulate)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "autoscaler: unexpected argument %q (subcommands: explain, simulate)\n", fs.Arg(0))
 		return 2
 	}
 	if errs := o.Validate(); len(errs) > 0 {

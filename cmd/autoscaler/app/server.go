@@ -133,38 +133,50 @@ func (c *Config) Complete() (*Completed, error) {
 	if err != nil {
 		return nil, err
 	}
+	kube, cl, err := newClients(rc, c.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return complete(c, kube, cl)
+}
+
+// newClients builds the Kubernetes clientset and the clients the
+// controller reads through (also those of "autoscaler explain"): a
+// discovery-backed RESTMapper, /scale, and the three metrics APIs with
+// requestTimeout per request.
+func newClients(rc *rest.Config, requestTimeout time.Duration) (kubernetes.Interface, clients, error) {
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+		return nil, clients{}, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	// The scale kind resolver caches by itself; it reads discovery directly.
 	scales, err := scale.NewForConfig(rc, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
 	if err != nil {
-		return nil, fmt.Errorf("building the scale client: %w", err)
+		return nil, clients{}, fmt.Errorf("building the scale client: %w", err)
 	}
 	// The custom and external metrics clients take no context: the
 	// request timeout is their rest.Config's.
 	mc := rest.CopyConfig(rc)
-	mc.Timeout = c.RequestTimeout
+	mc.Timeout = requestTimeout
 	resource, err := resourceclient.NewForConfig(mc)
 	if err != nil {
-		return nil, fmt.Errorf("building the resource metrics client: %w", err)
+		return nil, clients{}, fmt.Errorf("building the resource metrics client: %w", err)
 	}
 	external, err := externalclient.NewForConfig(mc)
 	if err != nil {
-		return nil, fmt.Errorf("building the external metrics client: %w", err)
+		return nil, clients{}, fmt.Errorf("building the external metrics client: %w", err)
 	}
 	apiVersions := customclient.NewAvailableAPIsGetter(kube.Discovery())
 	custom := customclient.NewForConfig(mc, mapper, apiVersions)
 
-	return complete(c, kube, clients{
+	return kube, clients{
 		mapper:      mapper,
 		resetMapper: mapper.Reset,
 		apiVersions: apiVersions,
 		scales:      scales,
 		metrics:     &controller.APIMetricsClient{Resource: resource, Custom: custom, External: external},
-	})
+	}, nil
 }
 
 // clients are the API clients besides the Kubernetes clientset.
