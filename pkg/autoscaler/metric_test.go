@@ -248,3 +248,21 @@ func TestEvaluateMetric(t *testing.T) {
 		})
 	}
 }
+
+func TestCurrentValue(t *testing.T) {
+	v := autoscalingv2.MetricValueStatus{Value: resource.NewQuantity(3, resource.DecimalSI)}
+	for _, s := range []autoscalingv2.MetricStatus{
+		{Resource: &autoscalingv2.ResourceMetricStatus{Current: v}},
+		{ContainerResource: &autoscalingv2.ContainerResourceMetricStatus{Current: v}},
+		{Pods: &autoscalingv2.PodsMetricStatus{Current: v}},
+		{Object: &autoscalingv2.ObjectMetricStatus{Current: v}},
+		{External: &autoscalingv2.ExternalMetricStatus{Current: v}},
+	} {
+		if got := CurrentValue(s); got == nil || got.Value.Value() != 3 {
+			t.Errorf("CurrentValue(%+v) = %+v, want the value 3", s, got)
+		}
+	}
+	if got := CurrentValue(autoscalingv2.MetricStatus{}); got != nil {
+		t.Errorf("CurrentValue of an empty status = %+v, want nil", got)
+	}
+}

@@ -212,7 +212,7 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 			mx.Error = m.Err.Error()
 		} else {
 			mx.ProposedReplicas = ptr(m.Replicas)
-			mx.Current = currentValue(m.Status)
+			mx.Current = autoscaler.CurrentValue(m.Status)
 			mx.UsageRatio = round(m.UsageRatio)
 			r := m.UsageRatio
 			if m.AdjustedUsageRatio != 0 {
@@ -318,22 +318,6 @@ func isValueTarget(spec autoscalingv2.MetricSpec) bool {
 		return spec.External.Target.Type == autoscalingv2.ValueMetricType
 	}
 	return false
-}
-
-func currentValue(s autoscalingv2.MetricStatus) *autoscalingv2.MetricValueStatus {
-	switch {
-	case s.Resource != nil:
-		return &s.Resource.Current
-	case s.ContainerResource != nil:
-		return &s.ContainerResource.Current
-	case s.Pods != nil:
-		return &s.Pods.Current
-	case s.Object != nil:
-		return &s.Object.Current
-	case s.External != nil:
-		return &s.External.Current
-	}
-	return nil
 }
 
 // describeSpec names a metric spec when the core gave no description.

@@ -145,7 +145,7 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 			mr.Error = m.Err.Error()
 		} else {
 			mr.ProposedReplicas = ptr(m.Replicas)
-			mr.Current = currentValue(m.Status)
+			mr.Current = autoscaler.CurrentValue(m.Status)
 			mr.UsageRatio = ratio(m.UsageRatio)
 			if m.AdjustedUsageRatio != 0 {
 				mr.AdjustedUsageRatio = ratio(m.AdjustedUsageRatio)
@@ -163,22 +163,6 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 		r.Error = d.Err.Error()
 	}
 	return r
-}
-
-func currentValue(s autoscalingv2.MetricStatus) *autoscalingv2.MetricValueStatus {
-	switch {
-	case s.Resource != nil:
-		return &s.Resource.Current
-	case s.ContainerResource != nil:
-		return &s.ContainerResource.Current
-	case s.Pods != nil:
-		return &s.Pods.Current
-	case s.Object != nil:
-		return &s.Object.Current
-	case s.External != nil:
-		return &s.External.Current
-	}
-	return nil
 }
 
 // WriteJSON writes the result as indented JSON.
