@@ -16,6 +16,16 @@ render() { # name dir
   echo ">> $OUT/$1.yaml ($(grep -c '^kind:' "$OUT/$1.yaml") objects)"
 }
 render base deploy/base
+# The autoscaler component alone (it brings its own objects; an overlay adds
+# it with `components: [../../components/autoscaler]`).
+if [[ -d deploy/components/autoscaler ]]; then
+  ctmp=$OUT/.component-autoscaler
+  mkdir -p "$ctmp"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- %s\n' \
+    "$(realpath --relative-to="$ctmp" deploy/components/autoscaler)" >"$ctmp/kustomization.yaml"
+  render component-autoscaler "$ctmp"
+  rm -rf "$ctmp"
+fi
 for d in deploy/overlays/*/; do
   d=${d%/}
   name=$(basename "$d")
