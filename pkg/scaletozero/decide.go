@@ -114,7 +114,8 @@ type Decision struct {
 
 // Decide takes one period's decision. It never scales a target that
 // kube-controller-manager is scaling: it writes 0 only at minReplicas,
-// minReplicas only at 0, and the fallback only while no metric can be read.
+// minReplicas only at 0, and the fallback once, when N consecutive periods
+// found no metric readable.
 func Decide(spec Spec, st State, in Input) Decision {
 	d := Decision{State: st}
 	if in.MetricsFailed {
@@ -195,13 +196,18 @@ func decideFailed(spec Spec, st State, in Input) Decision {
 		return d
 	}
 	d.State.Phase = PhaseFallback
+	if st.Phase == PhaseFallback {
+		// Applied once, on entering: if the replicas moved since, someone
+		// (kube-controller-manager, reading a metric after all) chose them;
+		// writing again would fight it.
+		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: fallback of %d replicas applied when it began", d.State.Failures, f.Replicas)
+		return d
+	}
+	d.Action = ActionFallback
 	d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: holding the fallback of %d replicas", d.State.Failures, f.Replicas)
 	if in.Replicas != f.Replicas {
 		d.Scale = ref(f.Replicas)
-		d.Action = ActionFallback
 		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: scaled from %d to the fallback of %d replicas", d.State.Failures, in.Replicas, f.Replicas)
-	} else if st.Phase != PhaseFallback {
-		d.Action = ActionFallback
 	}
 	return d
 }

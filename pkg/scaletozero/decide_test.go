@@ -114,6 +114,17 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "fallback applied once: a change during it is not undone",
+			spec: both,
+			steps: []step{
+				{replicas: 3, failed: true},
+				{replicas: 3, failed: true},
+				{replicas: 3, failed: true, want: ref[int32](4), action: ActionFallback, phase: PhaseFallback},
+				{replicas: 6, failed: true, phase: PhaseFallback},
+				{replicas: 6, failed: true, phase: PhaseFallback},
+			},
+		},
+		{
 			name: "a good period resets the failure count",
 			spec: both,
 			steps: []step{

@@ -321,8 +321,15 @@ func (cc *Completed) runController(ctx context.Context) error {
 	if av := cc.clients.apiVersions; av != nil {
 		go customclient.PeriodicallyInvalidate(av, cc.cfg.SyncPeriod, ctx.Done())
 	}
+	// The informers stop with the controller, not only when the leading
+	// context ends (client-go ends it when its renew loop gives up): a
+	// controller stopped by its fence lets the process exit at once.
+	ctx, cancel := context.WithCancel(ctx)
 	cc.factory.Start(ctx.Done())
-	defer cc.factory.Shutdown()
+	defer func() {
+		cancel()
+		cc.factory.Shutdown()
+	}()
 	return cc.controller.Run(ctx)
 }
 

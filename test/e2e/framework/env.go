@@ -54,6 +54,9 @@ type Config struct {
 	BinDir string
 	// Logf receives progress messages (default: discarded).
 	Logf func(format string, args ...any)
+	// APIServerArgs are appended to kube-apiserver's command line (e.g. an
+	// audit policy and log).
+	APIServerArgs []string
 }
 
 // Env is a running local control plane: etcd and kube-apiserver, plus what
@@ -319,6 +322,7 @@ func (e *Env) startAPIServer(ctx context.Context) error {
 		"--profiling=false",
 		"--cert-dir=" + filepath.Join(e.Dir, "apiserver-certs"),
 	}
+	args = append(args, e.cfg.APIServerArgs...)
 	proc, err := e.start("kube-apiserver", e.Tool("kube-apiserver"), args)
 	if err != nil {
 		return err
