@@ -167,13 +167,13 @@ func Decide(spec Spec, st State, in Input) Decision {
 		d.State.Phase = PhaseIdle
 		idle := in.Now.Sub(d.State.IdleSince)
 		if idle < a.IdlePeriod {
-			d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas for %v of %v", a.Metric, value, threshold, idle, a.IdlePeriod)
+			d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas for %v of %v", a.Metric, value, threshold, idle.Round(100*time.Millisecond), a.IdlePeriod)
 			return d
 		}
 		d.State.Phase, d.State.IdleSince = PhaseScaledToZero, time.Time{}
 		d.Scale = ref(int32(0))
 		d.Action = ActionScaleToZero
-		d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas %d for %v: scaled to 0", a.Metric, value, threshold, in.MinReplicas, idle)
+		d.Reason = fmt.Sprintf("activation metric %s is %s, at or below the threshold %s at minReplicas %d for %v: scaled to 0", a.Metric, value, threshold, in.MinReplicas, idle.Round(100*time.Millisecond))
 	}
 	return d
 }
