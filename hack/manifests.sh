@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# manifests.sh (make manifests): render deploy/base and every overlay with
-# `kubectl kustomize` into _output/manifests/<name>.yaml.
+# manifests.sh (make manifests): render deploy/base, every overlay and
+# deploy/monitoring with `kubectl kustomize` into _output/manifests/<name>.yaml,
+# and base-all-apis.yaml: the base with the external-metrics and
+# resource-metrics components (deploy/components) added.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -26,6 +28,22 @@ if [[ -d deploy/components/autoscaler ]]; then
   render component-autoscaler "$ctmp"
   rm -rf "$ctmp"
 fi
+render monitoring deploy/monitoring
+all=$(mktemp -d)
+mkdir -p "$all/deploy"
+cp -r deploy/base deploy/components "$all/deploy/"
+mkdir -p "$all/deploy/all-apis"
+cat >"$all/deploy/all-apis/kustomization.yaml" <<'YAML'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../base
+components:
+- ../components/external-metrics
+- ../components/resource-metrics
+YAML
+render base-all-apis "$all/deploy/all-apis"
+rm -rf "$all"
 for d in deploy/overlays/*/; do
   d=${d%/}
   name=$(basename "$d")
