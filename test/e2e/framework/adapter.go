@@ -273,3 +273,23 @@ func AdapterImplemented(ctx context.Context, bin string) (bool, string) {
 	}
 	return true, ""
 }
+
+// StartAdapterArgs starts the adapter binary with exactly args (a manifest's
+// argv, rewritten by the caller where its paths must map to this machine)
+// and waits for /healthz on 127.0.0.1:port, which args must make it serve.
+// It registers no APIService: the caller applies its own.
+func (e *Env) StartAdapterArgs(ctx context.Context, port int, args []string) (*Adapter, error) {
+	a := &Adapter{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Port: port}
+	var err error
+	if a.Process, err = e.start("adapter", e.Bin("adapter"), args); err != nil {
+		return nil, err
+	}
+	hc := insecureClient()
+	if err := e.waitFor(ctx, a.Process, "adapter /healthz", 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, code, err := httpGet(ctx, hc, a.URL+"/healthz")
+		return err == nil && code == http.StatusOK, nil
+	}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
