@@ -134,11 +134,7 @@ func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, er
 	if a.Process, err = e.start("adapter", bin, args); err != nil {
 		return nil, err
 	}
-	hc := insecureClient()
-	if err := e.waitFor(ctx, a.Process, "adapter /healthz", 60*time.Second, func(ctx context.Context) (bool, error) {
-		_, code, err := httpGet(ctx, hc, a.URL+"/healthz")
-		return err == nil && code == http.StatusOK, nil
-	}); err != nil {
+	if err := e.waitHealthy(ctx, a); err != nil {
 		if a.Process.logMentions("not implemented") {
 			return nil, fmt.Errorf("adapter: %w", ErrNotImplemented)
 		}
@@ -284,12 +280,17 @@ func (e *Env) StartAdapterArgs(ctx context.Context, port int, args []string) (*A
 	if a.Process, err = e.start("adapter", e.Bin("adapter"), args); err != nil {
 		return nil, err
 	}
-	hc := insecureClient()
-	if err := e.waitFor(ctx, a.Process, "adapter /healthz", 60*time.Second, func(ctx context.Context) (bool, error) {
-		_, code, err := httpGet(ctx, hc, a.URL+"/healthz")
-		return err == nil && code == http.StatusOK, nil
-	}); err != nil {
+	if err := e.waitHealthy(ctx, a); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// waitHealthy waits until the adapter's /healthz answers 200 (or it exits).
+func (e *Env) waitHealthy(ctx context.Context, a *Adapter) error {
+	hc := insecureClient()
+	return e.waitFor(ctx, a.Process, "adapter /healthz", 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, code, err := httpGet(ctx, hc, a.URL+"/healthz")
+		return err == nil && code == http.StatusOK, nil
+	})
 }
