@@ -126,8 +126,15 @@ func EmptyIndex() *Index {
 // Custom returns the entry serving metric for objects of gr in namespace
 // ("" for cluster-scoped objects and for namespaces themselves), with the
 // same scope rule as custom-metrics-apiserver's CustomMetricInfo.Namespaced
-// (namespace != ""). It reports false when no series of the metric exists
-// for gr in that namespace.
+// (namespace != ""). It reports false when no rule produces the metric for
+// gr in that scope.
+//
+// In a namespace where discovery saw no series of the metric yet (a
+// workload deployed into a new namespace since the last relist), the first
+// candidate in configuration order serves it: the query tells whether
+// values exist, as in prometheus-adapter, whose discovery is per metric and
+// not per namespace. Where discovery did see series, the first candidate
+// having series there serves it.
 func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry, bool) {
 	k := customKey{gr: gr, namespaced: namespace != "", metric: metric}
 	cs := x.custom[k]
@@ -135,6 +142,9 @@ func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry
 		if cs[i].servesNamespace(namespace, k.namespaced) {
 			return cs[i].Entry, true
 		}
+	}
+	if len(cs) > 0 {
+		return cs[0].Entry, true
 	}
 	return Entry{}, false
 }
@@ -148,13 +158,18 @@ func (x *Index) CustomCandidates(gr schema.GroupResource, namespaced bool, metri
 
 // External returns the entry serving external metric for a request in
 // namespace: the first rule in configuration order that is not namespaced
-// (resources.namespaced: false) or has series of the metric in namespace.
+// (resources.namespaced: false) or has series of the metric in namespace;
+// in a namespace where discovery saw no series of the metric yet, the first
+// rule producing it (see Custom).
 func (x *Index) External(namespace, metric string) (Entry, bool) {
 	cs := x.external[metric]
 	for i := range cs {
 		if cs[i].servesNamespace(namespace, cs[i].Rule.Namespaced()) {
 			return cs[i].Entry, true
 		}
+	}
+	if len(cs) > 0 {
+		return cs[0].Entry, true
 	}
 	return Entry{}, false
 }

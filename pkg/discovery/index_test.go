@@ -138,7 +138,7 @@ func TestBuildIndex(t *testing.T) {
 			lookups: []lookup{
 				{gr: pods, ns: "abtest", metric: "fpm_active_rate", want: "rules[0]/pm_status"},
 				{gr: pods, ns: "other", metric: "fpm_active_rate", want: "rules[0]/pm_status"},
-				{gr: pods, ns: "absent", metric: "fpm_active_rate", want: ""},
+				{gr: pods, ns: "absent", metric: "fpm_active_rate", want: "rules[0]/pm_status"}, // a new namespace: the query decides
 				{gr: pods, ns: "", metric: "fpm_active_rate", want: ""},
 				{gr: namespaces, ns: "", metric: "fpm_active_rate", want: "rules[0]/pm_status"},
 				{gr: pods, ns: "abtest", metric: "pm_status", want: ""},
@@ -202,9 +202,9 @@ func TestBuildIndex(t *testing.T) {
 				{gr: pods, ns: "a", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: pods, ns: "b", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: pods, ns: "c", metric: "http_requests_per_second", want: "rules[1]/http_requests_count"},
-				{gr: pods, ns: "d", metric: "http_requests_per_second", want: ""},
+				{gr: pods, ns: "d", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"}, // new namespace: first rule
 				{gr: deploys, ns: "c", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
-				{gr: deploys, ns: "a", metric: "http_requests_per_second", want: ""},
+				{gr: deploys, ns: "a", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: pods, ns: "a", metric: "http_latency", want: ""},
 				{gr: pods, ns: "a", metric: "http_inflight", want: ""},
 				{gr: nodes, ns: "", metric: "node_load1", want: "rules[2]/node_load1"},

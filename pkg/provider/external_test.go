@@ -44,11 +44,12 @@ func TestGetExternalMetric(t *testing.T) {
 			wantQuery: `sum(rabbitmq_queue_length{queue=~"orders|refunds",namespace="shop"}) by (queue)`,
 		},
 		{
-			name:      "namespaced rule in a namespace without its series",
+			name:      "namespaced rule in a namespace discovery has not seen yet is asked at once",
 			namespace: "blog",
 			metric:    "rabbitmq_queue_length",
-			wantCode:  http.StatusNotFound,
-			wantMsg:   `the server could not find the external metric rabbitmq_queue_length in namespace blog: no series of it were discovered in namespace "blog" (externalRules[0] has them in namespaces [shop])`,
+			answer:    always(http.StatusOK, vector(sample{map[string]string{"queue": "posts"}, "4", 1764493210})),
+			want:      []external_metrics.ExternalMetricValue{em("rabbitmq_queue_length", map[string]string{"queue": "posts"}, ts(1764493210), "4")},
+			wantQuery: `sum(rabbitmq_queue_length{namespace="blog"}) by (queue)`,
 		},
 		{
 			name:      "resources.namespaced: false adds no namespace matcher",
