@@ -107,6 +107,9 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 	}
 	res := &Result{Query: q, Source: entry.String()}
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: served by %s", what, entry))
+	if req.Namespace != "" && !seenIn(idx.CustomCandidates(req.Resource, true, req.Metric), req.Namespace) {
+		res.Notes = append(res.Notes, newNamespaceNote(req.Namespace))
+	}
 	if cr.AllObjects {
 		res.Notes = append(res.Notes, fmt.Sprintf("no --names given: the query asks for every object (whatever %s is), as for a request over many objects; the adapter keeps the ones requested", q.ResourceLabel))
 	}
@@ -147,6 +150,8 @@ func explainExternal(in Input, idx *discovery.Index, req Request) (*Result, erro
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: served by %s", what, entry))
 	if !entry.Rule.Namespaced() {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s has resources.namespaced: false: the request namespace is not applied", entry.Rule.Path()))
+	} else if !seenIn(idx.ExternalCandidates(req.Metric), req.Namespace) {
+		res.Notes = append(res.Notes, newNamespaceNote(req.Namespace))
 	}
 	for _, c := range idx.ExternalCandidates(req.Metric) {
 		if c.Entry == entry {
@@ -157,6 +162,22 @@ func explainExternal(in Input, idx *discovery.Index, req Request) (*Result, erro
 		}
 	}
 	return res, nil
+}
+
+// seenIn reports whether discovery saw series of a candidate in namespace.
+func seenIn(cs []discovery.Candidate, namespace string) bool {
+	for _, c := range cs {
+		if slices.Contains(c.Namespaces, namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// newNamespaceNote says that a metric is served in a namespace where
+// discovery saw none of its series (see discovery.Index.Custom).
+func newNamespaceNote(namespace string) string {
+	return fmt.Sprintf("no series of it were discovered in namespace %q: it is served by the first rule producing it, and the query decides whether values exist (a namespace created since the last relist)", namespace)
 }
 
 func notServed(what string, reasons []string) error {
