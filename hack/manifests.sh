@@ -44,6 +44,13 @@ components:
 YAML
 render base-all-apis "$all/deploy/all-apis"
 rm -rf "$all"
+# The Helm chart with the autoscaler on, when helm is built (hack/tools.sh helm).
+HELM=${HELM:-${PROMSCALER_TOOLS_DIR:-$ROOT/.cache/tools}/helm}
+if [[ -x $HELM && -d charts/promscaler ]]; then
+  "$HELM" template promscaler charts/promscaler --namespace promscaler \
+    --set autoscaler.enabled=true >"$OUT/chart-autoscaler.yaml"
+  echo ">> $OUT/chart-autoscaler.yaml ($(grep -c '^kind:' "$OUT/chart-autoscaler.yaml") objects)"
+fi
 for d in deploy/overlays/*/; do
   d=${d%/}
   name=$(basename "$d")
