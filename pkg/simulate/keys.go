@@ -49,7 +49,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			p := joinPath(path, k.Value)
 			ft, ok := fields[k.Value]
 			if !ok {
-				return fmt.Errorf("line %d: %s: unknown field%s", k.Line, p, suggest(k.Value, fields))
+				return &LineError{Line: k.Line, Err: fmt.Errorf("%s: unknown field%s", p, suggest(k.Value, fields))}
 			}
 			if err := checkKeys(v, ft, p); err != nil {
 				return err

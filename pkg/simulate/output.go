@@ -61,6 +61,61 @@ type StepResult struct {
 	Events []Event `json:"events,omitempty"`
 	// Error is the reconcile error, if any.
 	Error string `json:"error,omitempty"`
+	// Scaler is promscaler's coexistence decision after
+	// kube-controller-manager's reconcile (HPAs with promscaler.io
+	// annotations only); Replicas then counts its /scale write too.
+	Scaler *ScalerResult `json:"scaler,omitempty"`
+	// History is the controllers' memory after the step (with --history).
+	History *HistoryResult `json:"history,omitempty"`
+}
+
+// ScalerResult is one decision of pkg/scaletozero.
+type ScalerResult struct {
+	// Phase is the state after the step: Active, Idle, ScaledToZero or
+	// Fallback; Failures the consecutive failed periods.
+	Phase    string `json:"phase"`
+	Failures int32  `json:"failures,omitempty"`
+	// Action is what it did (Activated, ScaledToZero, FallbackApplied,
+	// FallbackEnded), Scale the replica count it wrote.
+	Action string `json:"action,omitempty"`
+	Scale  *int32 `json:"scale,omitempty"`
+	// Reason explains the action or the phase.
+	Reason string `json:"reason"`
+	// Error is the step's scaleError when the write failed.
+	Error string `json:"error,omitempty"`
+}
+
+// HistoryResult is what the controllers keep in memory; times are offsets
+// from start.
+type HistoryResult struct {
+	// Recommendations are kube-controller-manager's unstabilized
+	// recommendations, oldest slot first (expired slots are reused).
+	Recommendations []HistoryRecommendation `json:"recommendations"`
+	// ScaleUpEvents and ScaleDownEvents are its recorded rescales.
+	ScaleUpEvents   []HistoryEvent `json:"scaleUpEvents,omitempty"`
+	ScaleDownEvents []HistoryEvent `json:"scaleDownEvents,omitempty"`
+	// Scaler is promscaler's coexistence state (annotated HPAs).
+	Scaler *HistoryScaler `json:"scaler,omitempty"`
+}
+
+// HistoryRecommendation is one recommendation.
+type HistoryRecommendation struct {
+	At       string `json:"at"`
+	Replicas int32  `json:"replicas"`
+}
+
+// HistoryEvent is one rescale; Outdated marks a slot free for reuse.
+type HistoryEvent struct {
+	At       string `json:"at"`
+	Change   int32  `json:"change"`
+	Outdated bool   `json:"outdated,omitempty"`
+}
+
+// HistoryScaler is promscaler's state for an annotated HPA.
+type HistoryScaler struct {
+	Phase     string `json:"phase"`
+	IdleSince string `json:"idleSince,omitempty"`
+	Failures  int32  `json:"failures,omitempty"`
 }
 
 // PodCount counts pods.
@@ -180,8 +235,16 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // value and proposal, the count proposed, after stabilization and after
 // normalization, the reason and the conditions.
 func (r *Result) WriteTable(w io.Writer) error {
+	scaler := false
+	for _, s := range r.Steps {
+		scaler = scaler || s.Scaler != nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tAT\tREPLICAS\tPODS(READY)\tMETRICS\tPROPOSED\tSTABILIZED\tDESIRED\tREASON\tCONDITIONS")
+	header := "STEP\tAT\tREPLICAS\tPODS(READY)\tMETRICS\tPROPOSED\tSTABILIZED\tDESIRED\tREASON\tCONDITIONS"
+	if scaler {
+		header += "\tPROMSCALER"
+	}
+	fmt.Fprintln(tw, header)
 	for _, s := range r.Steps {
 		var metrics []string
 		for _, m := range s.Metrics {
@@ -209,10 +272,86 @@ func (r *Result) WriteTable(w io.Writer) error {
 		if reason == "" {
 			reason = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d(%d)\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Step, s.At, s.CurrentReplicas, s.Pods.Total, s.Pods.Ready,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d(%d)\t%s\t%s\t%s\t%s\t%s\t%s", s.Step, s.At, s.CurrentReplicas, s.Pods.Total, s.Pods.Ready,
 			strings.Join(metrics, "; "), proposed, stabilized, desired, reason, strings.Join(conds, " "))
+		if scaler {
+			fmt.Fprintf(tw, "\t%s", scalerCell(s.Scaler))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing result: %w", err)
+	}
+	return r.writeHistory(w)
+}
+
+// scalerCell is "Phase", "Phase Action->N" or with the failures count.
+func scalerCell(s *ScalerResult) string {
+	if s == nil {
+		return "-"
+	}
+	cell := s.Phase
+	if s.Failures > 0 {
+		cell += fmt.Sprintf("(failures:%d)", s.Failures)
+	}
+	if s.Action != "" {
+		cell += " " + s.Action
+	}
+	if s.Scale != nil {
+		cell += fmt.Sprintf("->%d", *s.Scale)
+		if s.Error != "" {
+			cell += " (failed)"
+		}
+	}
+	return cell
+}
+
+// writeHistory lists the controllers' memory after each step, when the
+// result carries it (--history).
+func (r *Result) writeHistory(w io.Writer) error {
+	var b strings.Builder
+	for _, s := range r.Steps {
+		h := s.History
+		if h == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nHISTORY after each step (offsets from start)\n")
+		}
+		var recs []string
+		for _, rec := range h.Recommendations {
+			recs = append(recs, fmt.Sprintf("%d@%s", rec.Replicas, rec.At))
+		}
+		fmt.Fprintf(&b, "%d  recommendations: [%s]", s.Step, strings.Join(recs, " "))
+		for _, ev := range []struct {
+			name   string
+			events []HistoryEvent
+		}{{"scale-up events", h.ScaleUpEvents}, {"scale-down events", h.ScaleDownEvents}} {
+			if len(ev.events) == 0 {
+				continue
+			}
+			var es []string
+			for _, e := range ev.events {
+				x := fmt.Sprintf("%d@%s", e.Change, e.At)
+				if e.Outdated {
+					x += "(outdated)"
+				}
+				es = append(es, x)
+			}
+			fmt.Fprintf(&b, "; %s: [%s]", ev.name, strings.Join(es, " "))
+		}
+		if sc := h.Scaler; sc != nil {
+			fmt.Fprintf(&b, "; promscaler: %s", sc.Phase)
+			if sc.IdleSince != "" {
+				fmt.Fprintf(&b, " since %s", sc.IdleSince)
+			}
+			if sc.Failures > 0 {
+				fmt.Fprintf(&b, " failures %d", sc.Failures)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing result: %w", err)
 	}
 	return nil

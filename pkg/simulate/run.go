@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 const defaultWindow = time.Minute
@@ -72,15 +73,24 @@ type world struct {
 	values   map[int]MetricValue
 }
 
+// Options change what Run reports.
+type Options struct {
+	// History adds the controllers' memory after each step to the result.
+	History bool
+}
+
 // Run replays the scenario and returns every step's decision. The
 // scenario must come from Parse or Load (validated).
-func Run(s *Scenario) (*Result, error) {
+func Run(s *Scenario, opts Options) (*Result, error) {
 	a, clk, w, err := newWorld(s)
 	if err != nil {
 		return nil, err
 	}
 	specs := autoscaler.MetricSpecs(&s.HPA)
-	state := &autoscaler.State{}
+	keySpecs := s.keySpecs()
+	state := w.preloadedState()
+	scalerSpec, scaler := s.scalerSpec()
+	zero := w.preloadedScaler()
 	res := &Result{HPA: w.hpa.Namespace + "/" + w.hpa.Name, Start: w.start}
 	for i := range s.Steps {
 		st := &s.Steps[i]
@@ -94,7 +104,7 @@ func Run(s *Scenario) (*Result, error) {
 		}
 		w.follow(st.At.Duration)
 		for key, mv := range st.Metrics {
-			idx, _ := resolveMetricKey(s.HPA.Spec.Metrics, key)
+			idx, _ := s.resolveKey(key)
 			w.values[idx] = mv
 		}
 		pods := w.pods(st.At.Duration)
@@ -127,9 +137,148 @@ func Run(s *Scenario) (*Result, error) {
 		}
 		w.hpa = w.hpa.DeepCopy()
 		w.hpa.Status = d.Status
-		res.Steps = append(res.Steps, stepResult(i, st.At, now, current, statusReplicas, pods, specs, d, w.replicas))
+		r := stepResult(i, st.At, now, current, statusReplicas, pods, specs, d, w.replicas)
+		if scaler {
+			r.Scaler = w.scalerStep(scalerSpec, &zero, keySpecs, st, now)
+			r.Replicas = w.replicas
+		}
+		if opts.History {
+			r.History = w.history(state, zero, scaler)
+		}
+		res.Steps = append(res.Steps, r)
 	}
 	return res, nil
+}
+
+// preloadedState is kube-controller-manager's memory before the first
+// step: empty (nil) unless the scenario gives a history, in which case the
+// first step is not the HPA's first reconcile.
+func (w *world) preloadedState() *autoscaler.State {
+	h := w.s.History
+	if h == nil {
+		return &autoscaler.State{}
+	}
+	st := &autoscaler.State{Recommendations: []autoscaler.Recommendation{}}
+	for _, r := range h.Recommendations {
+		st.Recommendations = append(st.Recommendations, autoscaler.Recommendation{Replicas: r.Replicas, Timestamp: w.start.Add(r.At.Duration)})
+	}
+	for _, e := range h.ScaleUpEvents {
+		st.ScaleUpEvents = append(st.ScaleUpEvents, autoscaler.ScaleEvent{ReplicaChange: e.Change, Timestamp: w.start.Add(e.At.Duration)})
+	}
+	for _, e := range h.ScaleDownEvents {
+		st.ScaleDownEvents = append(st.ScaleDownEvents, autoscaler.ScaleEvent{ReplicaChange: e.Change, Timestamp: w.start.Add(e.At.Duration)})
+	}
+	return st
+}
+
+// preloadedScaler is promscaler's coexistence state before the first step.
+func (w *world) preloadedScaler() scaletozero.State {
+	var z scaletozero.State
+	if h := w.s.History; h != nil && h.Scaler != nil {
+		z.Phase = scaletozero.Phase(h.Scaler.Phase)
+		if h.Scaler.IdleSince != nil {
+			z.IdleSince = w.start.Add(h.Scaler.IdleSince.Duration)
+		}
+		z.Failures = h.Scaler.Failures
+	}
+	return z
+}
+
+// scalerStep is promscaler's coexistence period after
+// kube-controller-manager's reconcile of the same step: it reads the
+// metrics the controller reads in that mode (the HPA's own metrics when a
+// fallback is configured, except per-pod ones at zero replicas; the
+// activation metric), lets pkg/scaletozero decide, and applies its /scale
+// write.
+func (w *world) scalerStep(spec scaletozero.Spec, z *scaletozero.State, keySpecs []autoscalingv2.MetricSpec, st *Step, now time.Time) *ScalerResult {
+	in := scaletozero.Input{Now: now, Replicas: w.replicas, MinReplicas: 1, MaxReplicas: w.hpa.Spec.MaxReplicas}
+	if m := w.hpa.Spec.MinReplicas; m != nil {
+		in.MinReplicas = *m
+	}
+	pods := w.pods(st.At.Duration)
+	reads, failures := 0, 0
+	own := map[int]autoscaler.MetricValues{}
+	if spec.Fallback != nil {
+		for i, m := range w.hpa.Spec.Metrics {
+			if perPodSource(m.Type) && in.Replicas == 0 {
+				continue
+			}
+			v := w.metricValues(i, m, pods, now)
+			own[i] = v
+			reads++
+			if v.Err != nil {
+				failures++
+			}
+		}
+	}
+	if a := spec.Activation; a != nil {
+		idx := a.Metric.HPAIndex
+		v, ok := own[idx]
+		if !ok {
+			if idx < 0 {
+				idx = len(keySpecs) - 1
+			}
+			v = w.metricValues(idx, a.Metric.Spec, pods, now)
+			reads++
+			if v.Err != nil {
+				failures++
+			}
+		}
+		in.ActivationErr = v.Err
+		if v.Err == nil {
+			in.ActivationMilli = v.Value
+			for _, x := range v.Series {
+				in.ActivationMilli += x
+			}
+		}
+	}
+	in.MetricsFailed = reads > 0 && failures == reads
+	d := scaletozero.Decide(spec, *z, in)
+	*z = d.State
+	r := &ScalerResult{Phase: string(d.State.Phase), Failures: d.State.Failures, Action: string(d.Action), Reason: d.Reason}
+	if d.Scale != nil {
+		r.Scale = ptr(*d.Scale)
+		if st.ScaleError == "" {
+			w.replicas = *d.Scale
+			w.follow(st.At.Duration)
+		} else {
+			r.Error = st.ScaleError
+		}
+	}
+	return r
+}
+
+func perPodSource(t autoscalingv2.MetricSourceType) bool {
+	switch t {
+	case autoscalingv2.PodsMetricSourceType, autoscalingv2.ResourceMetricSourceType, autoscalingv2.ContainerResourceMetricSourceType:
+		return true
+	}
+	return false
+}
+
+// history is the controllers' memory after a step, times as offsets.
+func (w *world) history(st *autoscaler.State, z scaletozero.State, scaler bool) *HistoryResult {
+	off := func(t time.Time) string { return t.Sub(w.start).String() }
+	h := &HistoryResult{Recommendations: []HistoryRecommendation{}}
+	for _, r := range st.Recommendations {
+		h.Recommendations = append(h.Recommendations, HistoryRecommendation{At: off(r.Timestamp), Replicas: r.Replicas})
+	}
+	events := func(es []autoscaler.ScaleEvent) []HistoryEvent {
+		var out []HistoryEvent
+		for _, e := range es {
+			out = append(out, HistoryEvent{At: off(e.Timestamp), Change: e.ReplicaChange, Outdated: e.Outdated})
+		}
+		return out
+	}
+	h.ScaleUpEvents, h.ScaleDownEvents = events(st.ScaleUpEvents), events(st.ScaleDownEvents)
+	if scaler {
+		hs := &HistoryScaler{Phase: string(z.Phase), Failures: z.Failures}
+		if !z.IdleSince.IsZero() {
+			hs.IdleSince = off(z.IdleSince)
+		}
+		h.Scaler = hs
+	}
+	return h
 }
 
 func newWorld(s *Scenario) (*autoscaler.Autoscaler, *clocktesting.FakePassiveClock, *world, error) {

@@ -32,7 +32,7 @@ func runScenario(t *testing.T, doc string) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(s)
+	r, err := Run(s, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +141,73 @@ steps:
 			t.Errorf("metric error %q, conditions %+v", s.Metrics[0].Error, s.Conditions)
 		}
 	})
+}
+
+// scaleDown is minimal with load that asks for 1 replica (2 wanted by
+// default: qps 5 over a target of 10 on 2 pods).
+var scaleDown = strings.Replace(minimal, `allPods: "20"`, `allPods: "5"`, 1)
+
+func TestRunHistory(t *testing.T) {
+	cases := []struct {
+		name     string
+		scenario string
+		want     []int32
+		firstRec []HistoryRecommendation
+	}{
+		{name: "without history the first reconcile records the current count, which holds the scale-down",
+			scenario: scaleDown + "  - at: 0s\n", want: []int32{2, 2},
+			firstRec: []HistoryRecommendation{{At: "-1ns", Replicas: 2}, {At: "0s", Replicas: 1}}},
+		{name: "an empty history is not a first reconcile: the scale-down happens at once",
+			scenario: scaleDown + "history: {}\n", want: []int32{1},
+			firstRec: []HistoryRecommendation{{At: "0s", Replicas: 1}}},
+		{name: "a preloaded recommendation within the window holds it",
+			scenario: scaleDown + "  - at: 4m\nhistory:\n  recommendations: [{at: -2m, replicas: 2}]\n", want: []int32{2, 1},
+			firstRec: []HistoryRecommendation{{At: "-2m0s", Replicas: 2}, {At: "0s", Replicas: 1}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte(tc.scenario))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(s, Options{History: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int32
+			for _, st := range r.Steps {
+				got = append(got, st.Replicas)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("replicas (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.firstRec, r.Steps[0].History.Recommendations); diff != "" {
+				t.Errorf("recommendations after the first step (-want +got):\n%s", diff)
+			}
+			if r2, _ := Run(s, Options{}); r2.Steps[0].History != nil {
+				t.Error("history reported without Options.History")
+			}
+		})
+	}
+}
+
+func TestRunExplicitActivationMetric(t *testing.T) {
+	scenario := strings.Replace(minimal, "  spec:\n", "  metadata:\n    annotations:\n      promscaler.io/activation-metric: external:jobs{queue=a}\n      promscaler.io/activation-threshold: \"3\"\n  spec:\n", 1)
+	scenario = strings.Replace(scenario, "  replicas: 2\n", "  replicas: 0\n", 1)
+	scenario = strings.Replace(scenario, "pods:\n  - name: web-0\n  - name: web-1\n", "", 1)
+	scenario += "      activation: {value: \"2\"}\n  - at: 15s\n    metrics:\n      jobs: {value: \"4\"}\nhistory:\n  scaler: {phase: ScaledToZero}\n"
+	s, err := Parse([]byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := r.Steps[0].Scaler; sc.Phase != "ScaledToZero" || sc.Scale != nil || !strings.Contains(sc.Reason, "jobs{queue=a} is 2, at or below the threshold 3") {
+		t.Errorf("step 0: want the target kept at zero, got %+v", sc)
+	}
+	if sc := r.Steps[1].Scaler; sc.Action != "Activated" || r.Steps[1].Replicas != 1 {
+		t.Errorf("step 1: want activation to minReplicas by the explicit metric (named by its name), got %+v, replicas %d", sc, r.Steps[1].Replicas)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,8 +40,52 @@ type Scenario struct {
 	Pods []Pod `json:"pods,omitempty"`
 	// PodTemplate generates identical pods; exclusive with Pods.
 	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
+	// History preloads what the controllers keep in memory, as if they had
+	// run before offset 0.
+	History *History `json:"history,omitempty"`
 	// Steps are the reconciles to run, in time order.
 	Steps []Step `json:"steps"`
+}
+
+// History is the controllers' memory at offset 0. With a history, the
+// first step is not the HPA's first reconcile: no recommendation equal to
+// the current replicas is recorded for it.
+type History struct {
+	// Recommendations are kube-controller-manager's past unstabilized
+	// recommendations (the stabilization windows read them).
+	Recommendations []PastRecommendation `json:"recommendations,omitempty"`
+	// ScaleUpEvents and ScaleDownEvents are its past rescales (the
+	// behavior policies count them over their periods).
+	ScaleUpEvents   []PastScaleEvent `json:"scaleUpEvents,omitempty"`
+	ScaleDownEvents []PastScaleEvent `json:"scaleDownEvents,omitempty"`
+	// Scaler is promscaler's coexistence state for an annotated HPA.
+	Scaler *PastScaler `json:"scaler,omitempty"`
+}
+
+// PastRecommendation is one recommendation and when it was made.
+type PastRecommendation struct {
+	// At is an offset, normally negative (before the first step).
+	At Duration `json:"at"`
+	// Replicas is the recommended count.
+	Replicas int32 `json:"replicas"`
+}
+
+// PastScaleEvent is one rescale: the change in replicas and when.
+type PastScaleEvent struct {
+	// At is an offset, normally negative.
+	At Duration `json:"at"`
+	// Change is the absolute number of replicas added or removed.
+	Change int32 `json:"change"`
+}
+
+// PastScaler is promscaler's state for an annotated HPA.
+type PastScaler struct {
+	// Phase is Active, Idle, ScaledToZero or Fallback (default Active).
+	Phase string `json:"phase,omitempty"`
+	// IdleSince is when the target was first seen idle (offset; Idle only).
+	IdleSince *Duration `json:"idleSince,omitempty"`
+	// Failures counts the consecutive periods whose metric reads all failed.
+	Failures int32 `json:"failures,omitempty"`
 }
 
 // Controller holds the controller flags; unset fields take
@@ -143,7 +188,8 @@ type NewPods struct {
 
 // Step is one reconcile.
 type Step struct {
-	// At is the step's offset from Start; steps must be in increasing order.
+	// At is the step's offset from Start; steps are in time order, and two
+	// steps may share a time (two reconciles in the same instant).
 	At Duration `json:"at"`
 	// Replicas changes the target's spec.replicas before the reconcile (as
 	// a user or another controller would).
@@ -228,7 +274,7 @@ func Load(path string) (*Scenario, error) {
 	}
 	s, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fileErrors(path, err)
 	}
 	return s, nil
 }
@@ -238,7 +284,7 @@ func Load(path string) (*Scenario, error) {
 func Parse(data []byte) (*Scenario, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, yamlError(err)
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, errors.New("empty scenario")
@@ -248,7 +294,7 @@ func Parse(data []byte) (*Scenario, error) {
 	}
 	var generic any
 	if err := doc.Decode(&generic); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
+		return nil, yamlError(err)
 	}
 	generic, err := jsonCompatible(generic, "")
 	if err != nil {
@@ -265,6 +311,9 @@ func Parse(data []byte) (*Scenario, error) {
 		return nil, describeDecodeError(err, doc.Content[0])
 	}
 	if errs := s.validate(); len(errs) > 0 {
+		for i, err := range errs {
+			errs[i] = atLine(&doc, err)
+		}
 		return nil, errors.Join(errs...)
 	}
 	return &s, nil
@@ -325,7 +374,7 @@ func describeDecodeError(err error, root *yaml.Node) error {
 	if errors.As(err, &typeErr) {
 		field := typeErr.Field
 		if n := findPath(root, field); n != nil {
-			return fmt.Errorf("line %d: %s: cannot use %s as %s", n.Line, field, typeErr.Value, typeErr.Type)
+			return &LineError{Line: n.Line, Err: fmt.Errorf("%s: cannot use %s as %s", field, typeErr.Value, typeErr.Type)}
 		}
 		return fmt.Errorf("%s: cannot use %s as %s", orRoot(field), typeErr.Value, typeErr.Type)
 	}
@@ -333,7 +382,7 @@ func describeDecodeError(err error, root *yaml.Node) error {
 	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name, _ := strconv.Unquote(rest)
 		if path, line := findKey(root, name, ""); line > 0 {
-			return fmt.Errorf("line %d: %s: unknown field", line, path)
+			return &LineError{Line: line, Err: fmt.Errorf("%s: unknown field", path)}
 		}
 		return fmt.Errorf("unknown field %s", rest)
 	}
@@ -392,4 +441,17 @@ func findKey(n *yaml.Node, name, path string) (string, int) {
 		}
 	}
 	return "", 0
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// yamlError places a YAML error at the line it names, if any.
+func yamlError(err error) error {
+	e := fmt.Errorf("invalid YAML: %w", err)
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if n, cerr := strconv.Atoi(m[1]); cerr == nil {
+			return &LineError{Line: n, Err: e}
+		}
+	}
+	return e
 }

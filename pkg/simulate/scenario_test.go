@@ -34,7 +34,7 @@ func TestParseMinimal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(s)
+	r, err := Run(s, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,17 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", func(s string) string { return strings.Replace(s, "at: 0s", "at: soon", 1) }, []string{`invalid duration "soon"`}},
 		{"bad quantity", func(s string) string { return strings.Replace(s, `allPods: "20"`, `allPods: "2x0"`, 1) }, []string{"quantities must match"}},
 		{"no steps", func(s string) string { return s[:strings.Index(s, "steps:")] }, []string{"steps: at least one step is required"}},
-		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{"steps[1].at: must be later than steps[0].at"}},
+		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{"line 20: steps[1].at: must not be earlier than steps[0].at (0s), got -1s"}},
+		{"validation errors name the line", func(s string) string { return strings.Replace(s, "- name: web-1", "- name: web-0", 1) }, []string{`line 15: pods[1].name: duplicate pod name "web-0"`}},
+		{"history after the first step, negative change", func(s string) string {
+			return s + "history:\n  recommendations: [{at: 1m, replicas: 2}]\n  scaleUpEvents: [{at: -1m, change: 0}]\n"
+		}, []string{"line 21: history.recommendations[0].at: must not be after the first step (0s), got 1m0s", "line 22: history.scaleUpEvents[0].change: must be at least 1, got 0"}},
+		{"scaler history without annotations", func(s string) string { return s + "history:\n  scaler: {phase: Idle}\n" }, []string{
+			"history.scaler.idleSince: required with phase Idle", "history.scaler: the HPA carries no promscaler.io annotations"}},
+		{"bad promscaler annotation", func(s string) string {
+			return strings.Replace(s, "  spec:\n", "  metadata:\n    annotations:\n      promscaler.io/activation-metric: qps\n  spec:\n", 1)
+		}, []string{`line 5: hpa.metadata.annotations["promscaler.io/activation-metric"]: no External or Object metric named "qps"`}},
+		{"activation key without an activation annotation", func(s string) string { return strings.Replace(s, "qps: {", "activation: {", 1) }, []string{`steps[0].metrics["activation"]: "activation": the HPA has no valid promscaler.io/activation-metric annotation`}},
 		{"unknown metric key", func(s string) string { return strings.Replace(s, "qps: {", "rps: {", 1) }, []string{`steps[0].metrics["rps"]: no metric named "rps" in the HPA (known: qps)`}},
 		{"value for a Pods metric", func(s string) string { return strings.Replace(s, `qps: {allPods: "20"}`, `qps: {value: "20"}`, 1) }, []string{"takes perPod, allPods and missing"}},
 		{"index key out of range", func(s string) string { return strings.Replace(s, "qps: {", `"#3": {`, 1) }, []string{`no spec.metrics entry #3`}},
@@ -128,6 +138,12 @@ func TestLoadNamesTheFile(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
 		t.Errorf("Load error = %v, want it prefixed with the path", err)
 	}
+	if err := os.WriteFile(path, []byte(minimal+"  - at: -1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || err.Error() != path+":20: steps[1].at: must not be earlier than steps[0].at (0s), got -1s" {
+		t.Errorf("Load error = %v, want FILE:LINE: field: message", err)
+	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "reading scenario") {
 		t.Errorf("Load of a missing file: %v", err)
 	}
@@ -145,6 +161,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("hpa: {spec: {maxReplicas: 1}}\ntarget: {replicas: 1}\nsteps: [{at: 1}]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte(minimal + "history:\n  recommendations: [{at: -1m, replicas: 4}]\n  scaleDownEvents: [{at: -10s, change: 1}]\n  - at: 0s\n"))
+	f.Add([]byte(strings.Replace(minimal, "  spec:\n", "  metadata:\n    annotations:\n      promscaler.io/activation-metric: external:q{a=b}\n      promscaler.io/fallback-replicas: \"2\"\n  spec:\n", 1) +
+		"  - at: 0s\n    metrics:\n      activation: {value: \"1\"}\nhistory:\n  scaler: {phase: Idle, idleSince: -1m}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
@@ -153,7 +172,7 @@ func FuzzParse(f *testing.F) {
 		if len(s.Steps) > 50 || *s.Target.Replicas > 1000 || (s.PodTemplate != nil && s.PodTemplate.Count != nil && *s.PodTemplate.Count > 1000) || s.HPA.Spec.MaxReplicas > 1000 {
 			return // valid but too big to replay quickly
 		}
-		if _, err := Run(s); err != nil {
+		if _, err := Run(s, Options{}); err != nil {
 			t.Fatalf("Run of a parsed scenario failed: %v", err)
 		}
 	})

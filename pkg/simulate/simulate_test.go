@@ -30,7 +30,8 @@ func TestExamplesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Run(s)
+			// preloaded-history's output is the one with --history
+			res, err := Run(s, Options{History: name == "preloaded-history"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,6 +103,46 @@ func TestExamplesBehaviour(t *testing.T) {
 				t.Errorf("step 3: want metrics evaluated at zero replicas, got %+v", c)
 			}
 		}},
+		{"coexist-activation.yaml", []int32{0, 0, 1, 3, 3}, func(t *testing.T, r *Result) {
+			if c := findCond(r.Steps[1], "ScalingActive"); c == nil || c.Reason != "ScalingDisabled" {
+				t.Errorf("step 1: want kube-controller-manager's ScalingDisabled at 0 replicas, got %+v", c)
+			}
+			if sc := r.Steps[2].Scaler; sc == nil || sc.Action != "Activated" || sc.Scale == nil || *sc.Scale != 1 {
+				t.Errorf("step 2: want promscaler to activate to minReplicas 1, got %+v", sc)
+			}
+			if !r.Steps[3].Rescaled || r.Steps[3].Scaler.Action != "" {
+				t.Errorf("step 3: want kube-controller-manager, not promscaler, to scale up, got %+v", r.Steps[3])
+			}
+		}},
+		{"coexist-idle-to-zero.yaml", []int32{2, 2, 1, 1, 1, 1, 0, 0}, func(t *testing.T, r *Result) {
+			for i, want := range []string{"Active", "Active", "Idle", "Idle", "Idle", "Idle", "ScaledToZero", "ScaledToZero"} {
+				if got := r.Steps[i].Scaler.Phase; got != want {
+					t.Errorf("step %d: phase %s, want %s", i, got, want)
+				}
+			}
+			if sc := r.Steps[6].Scaler; sc.Action != "ScaledToZero" || !strings.Contains(sc.Reason, "for 2m0s") {
+				t.Errorf("step 6: want the scale to zero after the 2m idle period, got %+v", sc)
+			}
+		}},
+		{"coexist-fallback.yaml", []int32{3, 3, 3, 5, 5, 3, 3}, func(t *testing.T, r *Result) {
+			if sc := r.Steps[3].Scaler; sc.Action != "FallbackApplied" || sc.Failures != 3 {
+				t.Errorf("step 3: want the fallback after 3 failed periods, got %+v", sc)
+			}
+			if sc := r.Steps[5].Scaler; sc.Action != "FallbackEnded" || !r.Steps[5].Rescaled {
+				t.Errorf("step 5: want the fallback ended and kube-controller-manager scaling again, got %+v", r.Steps[5])
+			}
+		}},
+		{"preloaded-history.yaml", []int32{5, 4, 4, 4, 3, 2}, func(t *testing.T, r *Result) {
+			if h := r.Steps[0].History; h == nil || len(h.Recommendations) != 3 || h.Recommendations[0].At != "-4m30s" {
+				t.Errorf("step 0: want the two preloaded recommendations and the new one, got %+v", h)
+			}
+			if r.Steps[2].At != r.Steps[3].At {
+				t.Errorf("steps 2 and 3 should share a time, got %s and %s", r.Steps[2].At, r.Steps[3].At)
+			}
+			if c := findCond(r.Steps[4], "ScalingLimited"); c == nil || c.Reason != "ScaleDownLimit" {
+				t.Errorf("step 4: want the policy to limit the scale-down, got %+v", c)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -109,7 +150,7 @@ func TestExamplesBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Run(s)
+			r, err := Run(s, Options{History: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 // maxGeneratedPods bounds the pods a podTemplate may generate, so a
@@ -112,14 +116,17 @@ func (s *Scenario) validate() []error {
 		}
 	}
 
+	errs = append(errs, s.validateHistory()...)
+	errs = append(errs, s.validateAnnotations()...)
+
 	if len(s.Steps) == 0 {
 		add("steps", "at least one step is required")
 	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
 		path := fmt.Sprintf("steps[%d]", i)
-		if i > 0 && st.At.Duration <= s.Steps[i-1].At.Duration {
-			add(path+".at", "must be later than steps[%d].at (%v), got %v", i-1, s.Steps[i-1].At.Duration, st.At.Duration)
+		if i > 0 && st.At.Duration < s.Steps[i-1].At.Duration {
+			add(path+".at", "must not be earlier than steps[%d].at (%v), got %v", i-1, s.Steps[i-1].At.Duration, st.At.Duration)
 		}
 		if st.Replicas != nil && *st.Replicas < 0 {
 			add(path+".replicas", "must not be negative, got %d", *st.Replicas)
@@ -140,7 +147,7 @@ func (s *Scenario) validate() []error {
 		for _, key := range keys {
 			mv := st.Metrics[key]
 			mpath := fmt.Sprintf("%s.metrics[%q]", path, key)
-			idx, err := resolveMetricKey(spec.Metrics, key)
+			idx, err := s.resolveKey(key)
 			if err != nil {
 				add(mpath, "%v", err)
 				continue
@@ -150,7 +157,7 @@ func (s *Scenario) validate() []error {
 				continue
 			}
 			byIndex[idx] = key
-			errs = append(errs, validateMetricValue(mpath, metricSpecsOrDefault(spec.Metrics)[idx].Type, mv)...)
+			errs = append(errs, validateMetricValue(mpath, s.keySpecs()[idx].Type, mv)...)
 		}
 	}
 	return errs
@@ -415,4 +422,132 @@ func validateMetricValue(path string, t autoscalingv2.MetricSourceType, mv Metri
 		errs = append(errs, fmt.Errorf("%s.window: must not be negative", path))
 	}
 	return errs
+}
+
+// validateHistory checks the preloaded history: past times (not after the
+// first step), positive counts, a known scaler phase.
+func (s *Scenario) validateHistory() []error {
+	h := s.History
+	if h == nil {
+		return nil
+	}
+	var errs []error
+	first := time.Duration(0)
+	if len(s.Steps) > 0 {
+		first = s.Steps[0].At.Duration
+	}
+	for i, r := range h.Recommendations {
+		p := fmt.Sprintf("history.recommendations[%d]", i)
+		if r.At.Duration > first {
+			errs = append(errs, fmt.Errorf("%s.at: must not be after the first step (%v), got %v", p, first, r.At.Duration))
+		}
+		if r.Replicas < 0 {
+			errs = append(errs, fmt.Errorf("%s.replicas: must not be negative, got %d", p, r.Replicas))
+		}
+	}
+	for _, ev := range []struct {
+		name   string
+		events []PastScaleEvent
+	}{{"scaleUpEvents", h.ScaleUpEvents}, {"scaleDownEvents", h.ScaleDownEvents}} {
+		for i, e := range ev.events {
+			p := fmt.Sprintf("history.%s[%d]", ev.name, i)
+			if e.At.Duration > first {
+				errs = append(errs, fmt.Errorf("%s.at: must not be after the first step (%v), got %v", p, first, e.At.Duration))
+			}
+			if e.Change < 1 {
+				errs = append(errs, fmt.Errorf("%s.change: must be at least 1, got %d", p, e.Change))
+			}
+		}
+	}
+	if sc := h.Scaler; sc != nil {
+		switch scaletozero.Phase(sc.Phase) {
+		case "", scaletozero.PhaseActive, scaletozero.PhaseScaledToZero, scaletozero.PhaseFallback:
+			if sc.IdleSince != nil {
+				errs = append(errs, fmt.Errorf("history.scaler.idleSince: only with phase Idle"))
+			}
+		case scaletozero.PhaseIdle:
+			if sc.IdleSince == nil {
+				errs = append(errs, fmt.Errorf("history.scaler.idleSince: required with phase Idle"))
+			} else if sc.IdleSince.Duration > first {
+				errs = append(errs, fmt.Errorf("history.scaler.idleSince: must not be after the first step (%v), got %v", first, sc.IdleSince.Duration))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("history.scaler.phase: must be Active, Idle, ScaledToZero or Fallback, got %q", sc.Phase))
+		}
+		if sc.Failures < 0 {
+			errs = append(errs, fmt.Errorf("history.scaler.failures: must not be negative, got %d", sc.Failures))
+		}
+		if !scaletozero.Annotated(s.HPA.Annotations) {
+			errs = append(errs, fmt.Errorf("history.scaler: the HPA carries no promscaler.io annotations"))
+		}
+	}
+	return errs
+}
+
+// validateAnnotations reports the promscaler.io annotations the
+// autoscaler would reject, each naming its annotation.
+func (s *Scenario) validateAnnotations() []error {
+	if !scaletozero.Annotated(s.HPA.Annotations) {
+		return nil
+	}
+	h := s.HPA.DeepCopy()
+	autoscaler.ApplyDefaults(h)
+	_, problems := scaletozero.Parse(h)
+	var errs []error
+	for _, p := range problems {
+		errs = append(errs, fmt.Errorf("hpa.metadata.annotations[%q]: %s", p.Annotation, p.Message))
+	}
+	return errs
+}
+
+// activationKey names the activation metric in steps[i].metrics.
+const activationKey = "activation"
+
+// activation returns the activation metric of an HPA whose promscaler.io
+// annotations parse, or nil.
+func (s *Scenario) activation() *scaletozero.MetricRef {
+	spec, ok := s.scalerSpec()
+	if !ok || spec.Activation == nil {
+		return nil
+	}
+	return &spec.Activation.Metric
+}
+
+// scalerSpec parses the HPA's promscaler.io annotations; ok is false when
+// it has none or they are invalid.
+func (s *Scenario) scalerSpec() (scaletozero.Spec, bool) {
+	if !scaletozero.Annotated(s.HPA.Annotations) {
+		return scaletozero.Spec{}, false
+	}
+	h := s.HPA.DeepCopy()
+	autoscaler.ApplyDefaults(h)
+	spec, problems := scaletozero.Parse(h)
+	return spec, len(problems) == 0
+}
+
+// keySpecs are the metric specs steps[i].metrics keys name: the HPA's (or
+// its default), then an activation metric that is not one of them.
+func (s *Scenario) keySpecs() []autoscalingv2.MetricSpec {
+	specs := metricSpecsOrDefault(s.HPA.Spec.Metrics)
+	if a := s.activation(); a != nil && a.HPAIndex < 0 {
+		specs = append(append([]autoscalingv2.MetricSpec(nil), specs...), a.Spec)
+	}
+	return specs
+}
+
+// resolveKey finds the spec a steps[i].metrics key names: "activation"
+// for the activation metric, else as resolveMetricKey.
+func (s *Scenario) resolveKey(key string) (int, error) {
+	specs := s.keySpecs()
+	if key == activationKey {
+		a := s.activation()
+		switch {
+		case a == nil:
+			return 0, fmt.Errorf("%q: the HPA has no valid %s annotation", key, scaletozero.AnnotationActivationMetric)
+		case a.HPAIndex >= 0:
+			return a.HPAIndex, nil
+		}
+		return len(specs) - 1, nil
+	}
+	return resolveMetricKey(specs, key)
 }

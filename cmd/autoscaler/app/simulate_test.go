@@ -30,6 +30,7 @@ func TestSimulateCommand(t *testing.T) {
 		args      []string
 		code      int
 		stdout    string
+		stdoutHas []string
 		stderrHas []string
 	}{
 		{name: "json", args: []string{"simulate", "-f", example + ".yaml", "-o", "json"}, code: 0, stdout: string(goldenJSON)},
@@ -38,9 +39,10 @@ func TestSimulateCommand(t *testing.T) {
 		{name: "bad output and no file reported together", args: []string{"simulate", "-o", "yaml"}, code: 2, stderrHas: []string{"-f: a scenario file is required", `-o: must be json or table, got "yaml"`}},
 		{name: "stray argument", args: []string{"simulate", "-f", "x.yaml", "extra"}, code: 2, stderrHas: []string{`unexpected arguments ["extra"]`}},
 		{name: "unknown flag", args: []string{"simulate", "-x"}, code: 2, stderrHas: []string{"flag provided but not defined: -x"}},
-		{name: "help", args: []string{"simulate", "-h"}, code: 0, stderrHas: []string{"usage: autoscaler simulate -f SCENARIO [-o json|table]"}},
+		{name: "help points at the schema", args: []string{"simulate", "-h"}, code: 0, stderrHas: []string{"usage: autoscaler simulate -f SCENARIO [-o json|table] [--history]", "Scenario schema: docs/simulate.md", "-history"}},
+		{name: "history", args: []string{"simulate", "-f", example + ".yaml", "--history"}, code: 0, stdoutHas: []string{"HISTORY after each step", "0  recommendations: [4@-1ns 4@0s]"}},
 		{name: "missing file", args: []string{"simulate", "-f", filepath.Join(t.TempDir(), "nope.yaml")}, code: 1, stderrHas: []string{"reading scenario"}},
-		{name: "invalid scenario names the file, line and field", args: []string{"simulate", "-f", bad}, code: 1, stderrHas: []string{bad + ": line 3: hpa.spec.minReplica: unknown field"}},
+		{name: "invalid scenario names the file, line and field", args: []string{"simulate", "-f", bad}, code: 1, stderrHas: []string{bad + ":3: hpa.spec.minReplica: unknown field"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +54,11 @@ func TestSimulateCommand(t *testing.T) {
 			if tc.stdout != "" {
 				if diff := cmp.Diff(tc.stdout, stdout.String()); diff != "" {
 					t.Errorf("stdout mismatch (-want +got):\n%s", diff)
+				}
+			}
+			for _, s := range tc.stdoutHas {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout %q does not contain %q", stdout.String(), s)
 				}
 			}
 			for _, s := range tc.stderrHas {
