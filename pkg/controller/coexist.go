@@ -115,48 +115,9 @@ func (c *Controller) readCoexistMetrics(ctx context.Context, hpa *autoscalingv2.
 		}
 	}
 	f := fetcher{r: c.metrics, ctx: ctx, namespace: hpa.Namespace, selector: selector}
-	reads, failures := 0, 0
-	own := map[int]autoscaler.MetricValues{}
-	if spec.Fallback != nil {
-		for i := range hpa.Spec.Metrics {
-			m := &hpa.Spec.Metrics[i]
-			if perPod(m.Type) && (in.Replicas == 0 || sc.Status.Selector == "") {
-				continue
-			}
-			v := f.fetch(m)
-			own[i] = v
-			reads++
-			if v.Err != nil {
-				failures++
-			}
-		}
-	}
-	if a := spec.Activation; a != nil {
-		v, ok := own[a.Metric.HPAIndex]
-		if !ok {
-			v = f.fetch(&a.Metric.Spec)
-			reads++
-			if v.Err != nil {
-				failures++
-			}
-		}
-		in.ActivationErr = v.Err
-		if v.Err == nil {
-			in.ActivationMilli = v.Value
-			for _, s := range v.Series {
-				in.ActivationMilli += s
-			}
-		}
-	}
-	in.MetricsFailed = reads > 0 && failures == reads
-}
-
-func perPod(t autoscalingv2.MetricSourceType) bool {
-	switch t {
-	case autoscalingv2.PodsMetricSourceType, autoscalingv2.ResourceMetricSourceType, autoscalingv2.ContainerResourceMetricSourceType:
-		return true
-	}
-	return false
+	scaletozero.ReadMetrics(hpa, *spec, sc.Status.Selector != "", in, func(_ int, m *autoscalingv2.MetricSpec) autoscaler.MetricValues {
+		return f.fetch(m)
+	})
 }
 
 func direction(from, to int32) string {

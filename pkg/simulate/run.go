@@ -186,53 +186,20 @@ func (w *world) preloadedScaler() scaletozero.State {
 
 // scalerStep is promscaler's coexistence period after
 // kube-controller-manager's reconcile of the same step: it reads the
-// metrics the controller reads in that mode (the HPA's own metrics when a
-// fallback is configured, except per-pod ones at zero replicas; the
-// activation metric), lets pkg/scaletozero decide, and applies its /scale
-// write.
+// metrics the controller reads in that mode (scaletozero.ReadMetrics), lets
+// pkg/scaletozero decide, and applies its /scale write.
 func (w *world) scalerStep(spec scaletozero.Spec, z *scaletozero.State, keySpecs []autoscalingv2.MetricSpec, st *Step, now time.Time) *ScalerResult {
 	in := scaletozero.Input{Now: now, Replicas: w.replicas, MinReplicas: 1, MaxReplicas: w.hpa.Spec.MaxReplicas}
 	if m := w.hpa.Spec.MinReplicas; m != nil {
 		in.MinReplicas = *m
 	}
 	pods := w.pods(st.At.Duration)
-	reads, failures := 0, 0
-	own := map[int]autoscaler.MetricValues{}
-	if spec.Fallback != nil {
-		for i, m := range w.hpa.Spec.Metrics {
-			if perPodSource(m.Type) && in.Replicas == 0 {
-				continue
-			}
-			v := w.metricValues(i, m, pods, now)
-			own[i] = v
-			reads++
-			if v.Err != nil {
-				failures++
-			}
+	scaletozero.ReadMetrics(w.hpa, spec, w.selector != "", &in, func(index int, m *autoscalingv2.MetricSpec) autoscaler.MetricValues {
+		if index < 0 {
+			index = len(keySpecs) - 1 // the explicit activation metric's values
 		}
-	}
-	if a := spec.Activation; a != nil {
-		idx := a.Metric.HPAIndex
-		v, ok := own[idx]
-		if !ok {
-			if idx < 0 {
-				idx = len(keySpecs) - 1
-			}
-			v = w.metricValues(idx, a.Metric.Spec, pods, now)
-			reads++
-			if v.Err != nil {
-				failures++
-			}
-		}
-		in.ActivationErr = v.Err
-		if v.Err == nil {
-			in.ActivationMilli = v.Value
-			for _, x := range v.Series {
-				in.ActivationMilli += x
-			}
-		}
-	}
-	in.MetricsFailed = reads > 0 && failures == reads
+		return w.metricValues(index, *m, pods, now)
+	})
 	d := scaletozero.Decide(spec, *z, in)
 	*z = d.State
 	r := &ScalerResult{Phase: string(d.State.Phase), Failures: d.State.Failures, Action: string(d.Action), Reason: d.Reason}
@@ -246,14 +213,6 @@ func (w *world) scalerStep(spec scaletozero.Spec, z *scaletozero.State, keySpecs
 		}
 	}
 	return r
-}
-
-func perPodSource(t autoscalingv2.MetricSourceType) bool {
-	switch t {
-	case autoscalingv2.PodsMetricSourceType, autoscalingv2.ResourceMetricSourceType, autoscalingv2.ContainerResourceMetricSourceType:
-		return true
-	}
-	return false
 }
 
 // history is the controllers' memory after a step, times as offsets.
