@@ -1,11 +1,14 @@
 // Package controller is the HorizontalPodAutoscaler controller shell around
-// the decision core in pkg/autoscaler: informers for HPAs and pods, a
-// rate-limited workqueue resyncing each HPA every sync period, the /scale
-// subresource of any scalable target, the three metrics APIs, events,
-// status writes and the per-HPA state the core needs between reconciles.
-// It behaves like kube-controller-manager's horizontal-pod-autoscaler
-// controller (Kubernetes 1.37), plus a dry-run mode that decides and records
-// without writing /scale or the HPA status.
+// the decision cores in pkg/autoscaler and pkg/scaletozero: informers for
+// HPAs (and pods), a rate-limited workqueue resyncing each HPA every sync
+// period, the /scale subresource of any scalable target, the three metrics
+// APIs, events, status writes and the per-HPA state the cores need between
+// reconciles. In ModeFull it behaves like kube-controller-manager's
+// horizontal-pod-autoscaler controller (Kubernetes 1.37), plus a dry-run
+// mode that decides and records without writing /scale or the HPA status;
+// in ModeCoexist (the default) it runs beside that controller and acts only
+// on annotated HPAs (scale to zero and back, fallback replicas). With a
+// Fence (leader election) no write is made unless the lease is ours.
 package controller
 
 import (
