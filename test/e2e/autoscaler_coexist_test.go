@@ -220,6 +220,16 @@ func TestAutoscalerCoexist(t *testing.T) {
 	}
 	requireStatus(t, ctx, env, "zero-ext", "worker", "ScaledToZero", scaletozero.ActionScaleToZero)
 	requireEvent(t, ctx, env, "zero-ext", "ScaledToZero")
+	// What a user sees: kubectl describe hpa shows the state and the events.
+	desc, err := env.Kubectl(ctx, "describe", "hpa", "-n", "zero-ext", "worker")
+	if err != nil {
+		t.Fatalf("kubectl describe hpa: %v\n%s", err, desc)
+	}
+	for _, want := range []string{scaletozero.AnnotationStatus, `"state":"ScaledToZero"`, "ScaledToZero", "Activated"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("kubectl describe hpa lacks %q:\n%s", want, desc)
+		}
+	}
 
 	// zero-pods: kcm scales on the Pods metric, then down to minReplicas.
 	podLoad.Store(30)
@@ -240,8 +250,10 @@ func TestAutoscalerCoexist(t *testing.T) {
 	waitHolder(t, ctx, env, follower, 3*coexistLease)
 	failover := time.Since(killed)
 	t.Logf("failover: leader SIGKILLed -> follower holds the lease: %v (lease duration %v)", failover, coexistLease)
-	if failover > coexistLease+time.Second {
-		t.Errorf("failover took %v, more than the lease duration %v + 1s", failover, coexistLease)
+	// The follower may take the lease one lease duration after it last saw
+	// it renewed, at its next retry (0.5 s); 1 s more for a loaded machine.
+	if limit := coexistLease + 1500*time.Millisecond; failover > limit {
+		t.Errorf("failover took %v, more than the lease duration %v + retry period + 1s", failover, coexistLease)
 	}
 	waitSpecReplicas(t, ctx, env, "zero-pods", "api", 0, time.Minute)
 	requireStatus(t, ctx, env, "zero-pods", "api", "ScaledToZero", scaletozero.ActionScaleToZero)
