@@ -35,7 +35,7 @@ const benchQuery = `sum(rate(http_requests_total{namespace="default",pod=~"a|b"}
 // building, GET rewrite, decoding, metrics) on top of a loopback round trip.
 func BenchmarkQuery(b *testing.B) {
 	srv := benchServer(b)
-	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: newTransport(nil)}, Metrics: metrics.New()})
+	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func BenchmarkQuery(b *testing.B) {
 // coalescing most calls join a request in flight.
 func BenchmarkQueryParallel(b *testing.B) {
 	srv := benchServer(b)
-	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: newTransport(nil)}, Metrics: metrics.New()})
+	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func BenchmarkQueryPath(b *testing.B) {
 			w.Write(body)
 		}))
 		b.Cleanup(srv.Close)
-		c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: newTransport(nil)}, Metrics: metrics.New()})
+		c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
 		if err != nil {
 			b.Fatal(err)
 		}

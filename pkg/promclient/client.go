@@ -114,7 +114,7 @@ type Config struct {
 	// when its request arrived, so it is at least as fresh as the request.
 	// Such calls count as coalesced. Errors are never reused. Nil (the
 	// default) coalesces only with queries in flight.
-	ArrivalTime func(ctx context.Context) (time.Time, bool)
+	ArrivalTime ArrivalFunc
 	// CoalesceWindow, with ArrivalTime, also lets a "now" query take the
 	// identical query's last answer when its request arrived no later than
 	// CoalesceWindow after that query was sent, even if after it landed.
@@ -126,6 +126,10 @@ type Config struct {
 	// the request arrived. At most MaxCoalesceWindow.
 	CoalesceWindow time.Duration
 }
+
+// ArrivalFunc returns when the request a call serves reached the server
+// (false when unknown); see Config.ArrivalTime.
+type ArrivalFunc func(ctx context.Context) (time.Time, bool)
 
 // DefaultCoalesceWindow is the adapter's default --prometheus-coalesce-window:
 // off, like the result cache; answers are shared only by the arrival rule.
@@ -147,7 +151,7 @@ type Client struct {
 	flights  *group
 	cache    *resultCache
 	metrics  *metrics.Metrics
-	arrival  func(ctx context.Context) (time.Time, bool)
+	arrival  ArrivalFunc
 }
 
 // New builds a Client from cfg.

@@ -79,7 +79,7 @@ func (f *fakeProm) requests() []recorded {
 func newTestClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: newTransport(nil)}
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 		t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
 	}
 	c, err := New(cfg)

@@ -65,3 +65,12 @@ func (b *gzipBody) Read(p []byte) (int, error) {
 }
 
 func (b *gzipBody) Close() error { return b.body.Close() }
+
+// closeIdler is implemented by transports that keep idle connections.
+type closeIdler interface{ CloseIdleConnections() }
+
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(closeIdler); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -1,29 +1,28 @@
 package promclient
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/config"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
 
 // Options are the command-line options of the Prometheus client. Flag names
 // and meanings are prometheus-adapter's, so a deployment keeps its args;
-// basic auth, the timeout and the cache are promscaler additions.
+// basic auth, the proxy, the timeout and the cache are promscaler
+// additions. Backend turns them into the plain values the client is built
+// from.
 type Options struct {
 	// URL is the base URL of the Prometheus HTTP API.
 	URL string
@@ -59,12 +58,10 @@ type Options struct {
 	// Compression is the encoding asked of Prometheus' answers:
 	// CompressionNone or CompressionGzip.
 	Compression string
-	// ArrivalTime is Config.ArrivalTime: not a flag, the program sets it
-	// (the adapter to the API server's request received timestamp).
-	ArrivalTime func(ctx context.Context) (time.Time, bool)
+	// ProxyURL is the HTTP proxy to Prometheus; empty means the
+	// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY).
+	ProxyURL string
 
-	// clock drives the re-reading of credential files; tests replace it.
-	clock clock.PassiveClock
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
 }
@@ -103,6 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.Headers, "prometheus-header", o.Headers, "Header name=value set on every request to Prometheus, e.g. X-Scope-OrgID=tenant. Repeatable.")
 	fs.StringVar(&o.BasicAuthUsername, "prometheus-basic-auth-username", o.BasicAuthUsername, "Basic auth user name for Prometheus (with --prometheus-basic-auth-password-file).")
 	fs.StringVar(&o.BasicAuthPasswordFile, "prometheus-basic-auth-password-file", o.BasicAuthPasswordFile, "File holding the basic auth password for Prometheus; re-read when it changes.")
+	fs.StringVar(&o.ProxyURL, "prometheus-proxy-url", o.ProxyURL, "HTTP proxy to reach Prometheus through; empty uses the environment's HTTP_PROXY, HTTPS_PROXY and NO_PROXY.")
 	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
@@ -177,6 +175,13 @@ func (o *Options) Validate() []error {
 			add("--prometheus-token-file and --prometheus-basic-auth-*: choose one authorization")
 		}
 	}
+	if o.ProxyURL != "" {
+		if u, err := url.Parse(o.ProxyURL); err != nil {
+			add("--prometheus-proxy-url: %v", redactURLError(err))
+		} else if u.Scheme == "" || u.Host == "" {
+			add("--prometheus-proxy-url %q: must be a URL with a scheme and a host", u.Redacted())
+		}
+	}
 	if strings.Contains(o.BasicAuthUsername, ":") {
 		add("--prometheus-basic-auth-username: must not contain ':'")
 	}
@@ -188,143 +193,63 @@ func (o *Options) Validate() []error {
 	return errs
 }
 
-// NewClient builds the HTTP client and the Prometheus client from validated
-// options. m receives the request metrics.
-func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
-	hc, err := o.HTTPClient()
-	if err != nil {
-		return nil, err
+// Backend returns the backend the validated options describe.
+func (o *Options) Backend() (Backend, error) {
+	b := Backend{
+		Name:            "prometheus",
+		URL:             o.URL,
+		HTTP:            config.DefaultHTTPClientConfig,
+		Verb:            strings.ToUpper(o.Verb),
+		Timeout:         o.Timeout,
+		CacheTTL:        o.CacheTTL,
+		CoalesceWindow:  o.CoalesceWindow,
+		Compression:     o.Compression,
+		inClusterConfig: o.inClusterConfig,
 	}
-	return New(Config{
-		Address:        o.URL,
-		HTTPClient:     hc,
-		Verb:           strings.ToUpper(o.Verb),
-		Timeout:        o.Timeout,
-		CacheTTL:       o.CacheTTL,
-		Metrics:        m,
-		ArrivalTime:    o.ArrivalTime,
-		CoalesceWindow: o.CoalesceWindow,
-	})
-}
-
-// HTTPClient builds the *http.Client that carries TLS and credentials to
-// Prometheus. It never shares or modifies http.DefaultClient or
-// http.DefaultTransport.
-func (o *Options) HTTPClient() (*http.Client, error) {
-	clk := o.clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	var rt http.RoundTripper
-	if o.AuthInCluster || o.AuthConfig != "" {
-		cfg, err := o.kubeAuthConfig()
+	b.HTTP.ProxyFromEnvironment = true
+	if o.ProxyURL != "" {
+		u, err := url.Parse(o.ProxyURL)
 		if err != nil {
-			return nil, err
+			return Backend{}, fmt.Errorf("--prometheus-proxy-url: %w", redactURLError(err))
 		}
-		cfg.DisableCompression = o.Compression == CompressionNone
-		if cfg.Proxy == nil {
-			// Without TLS options or a proxy, client-go hands out
-			// http.DefaultTransport, which ignores DisableCompression (and
-			// is shared with the rest of the process). The environment
-			// proxy is what that transport would use anyway.
-			cfg.Proxy = http.ProxyFromEnvironment
-		}
-		if rt, err = rest.TransportFor(cfg); err != nil {
-			return nil, fmt.Errorf("building the Prometheus transport from Kubernetes credentials: %w", err)
-		}
-	} else {
-		tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if o.CAFile != "" {
-			pool, err := loadCAPool(o.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("--prometheus-ca-file: %w", err)
-			}
-			tlsCfg.RootCAs = pool
-		}
-		if o.ClientCertFile != "" {
-			pair, err := newKeyPairReloader(o.ClientCertFile, o.ClientKeyFile, clk)
-			if err != nil {
-				return nil, fmt.Errorf("--prometheus-client-tls-cert-file: %w", err)
-			}
-			tlsCfg.GetClientCertificate = pair.getClientCertificate
-		}
-		tr := newTransport(tlsCfg)
-		tr.DisableCompression = o.Compression == CompressionNone
-		rt = tr
+		b.HTTP.ProxyFromEnvironment = false
+		b.HTTP.ProxyURL = config.URL{URL: u}
 	}
-
+	b.HTTP.TLSConfig = config.TLSConfig{CAFile: o.CAFile, CertFile: o.ClientCertFile, KeyFile: o.ClientKeyFile, MinVersion: config.TLSVersion(tls.VersionTLS12)}
 	if o.TokenFile != "" {
-		rt = &bearerFileRoundTripper{token: newFileSecret(o.TokenFile, clk), next: rt}
+		b.HTTP.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: o.TokenFile}
 	}
 	if o.BasicAuthPasswordFile != "" {
-		rt = &basicAuthRoundTripper{user: o.BasicAuthUsername, password: newFileSecret(o.BasicAuthPasswordFile, clk), next: rt}
+		b.HTTP.BasicAuth = &config.BasicAuth{Username: o.BasicAuthUsername, PasswordFile: o.BasicAuthPasswordFile}
 	}
 	if len(o.Headers) > 0 {
-		h := make(http.Header, len(o.Headers))
+		b.Headers = make(http.Header, len(o.Headers))
 		for i, raw := range o.Headers {
 			k, v, err := parseHeader(raw)
 			if err != nil {
-				return nil, fmt.Errorf("--prometheus-header[%d]: %w", i, err)
+				return Backend{}, fmt.Errorf("--prometheus-header[%d]: %w", i, err)
 			}
-			h.Add(k, v)
+			b.Headers.Add(k, v)
 		}
-		rt = &headerRoundTripper{headers: h, next: rt}
 	}
-	// Outermost, so that it also sees answers compressed at the request of
-	// a --prometheus-header Accept-Encoding.
-	rt = &gunzipRoundTripper{next: rt}
-	return &http.Client{Transport: rt}, nil
+	switch {
+	case o.AuthConfig != "":
+		b.Kubeconfig = o.AuthConfig
+	case o.AuthInCluster:
+		b.InCluster = true
+	}
+	return b, nil
 }
 
-// kubeAuthConfig loads the Kubernetes-style credentials and applies the
-// explicit CA and client certificate flags over them.
-func (o *Options) kubeAuthConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.AuthConfig != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.AuthConfig}
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("--prometheus-auth-config: loading %s: %w", o.AuthConfig, err)
-		}
-	} else {
-		inCluster := o.inClusterConfig
-		if inCluster == nil {
-			inCluster = rest.InClusterConfig
-		}
-		if cfg, err = inCluster(); err != nil {
-			return nil, fmt.Errorf("--prometheus-auth-incluster: %w", err)
-		}
+// NewClient builds the Prometheus client from validated options, for
+// programs with one backend (the explain tool). m receives the request
+// metrics.
+func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
+	b, err := o.Backend()
+	if err != nil {
+		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	if o.CAFile != "" {
-		cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.CAData = o.CAFile, nil
-	}
-	if o.ClientCertFile != "" {
-		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.CertData = o.ClientCertFile, nil
-		cfg.TLSClientConfig.KeyFile, cfg.TLSClientConfig.KeyData = o.ClientKeyFile, nil
-	}
-	return cfg, nil
-}
-
-// newTransport returns a fresh transport tuned for many concurrent requests
-// to one host (the Prometheus server): the standard library keeps only two
-// idle connections per host, which churns connections under load.
-func newTransport(tlsCfg *tls.Config) *http.Transport {
-	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		TLSClientConfig:       tlsCfg,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   128,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: 1 * time.Second,
-	}
+	return NewForBackend(b, m, nil)
 }
 
 func loadCAPool(path string) (*x509.CertPool, error) {

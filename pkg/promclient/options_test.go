@@ -2,17 +2,19 @@ package promclient
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
@@ -208,11 +210,9 @@ func TestTokenRotation(t *testing.T) {
 		}
 		w.Write([]byte(vectorBody))
 	})
-	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	o := NewOptions()
 	o.URL = f.srv.URL
 	o.TokenFile = tok
-	o.clock = clk
 	c, err := o.NewClient(metrics.New())
 	if err != nil {
 		t.Fatal(err)
@@ -229,58 +229,39 @@ func TestTokenRotation(t *testing.T) {
 	if got := lastAuth(); got != "Bearer old" {
 		t.Fatalf("first request sent %q", got)
 	}
-
-	// Rotated: used once the refresh interval has passed.
+	// The file is read for every request: a rotated token is used at once.
 	writeFile(t, tok, "new")
 	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := lastAuth(); got != "Bearer old" {
-		t.Errorf("within the refresh interval sent %q, want the cached token", got)
-	}
-	clk.SetTime(clk.Now().Add(secretRefreshInterval))
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
 	if got := lastAuth(); got != "Bearer new" {
-		t.Errorf("after the refresh interval sent %q, want the rotated token", got)
+		t.Errorf("after rotation sent %q, want the rotated token", got)
 	}
-
-	// A 401 makes the next request re-read the file without waiting.
-	writeFile(t, tok, "newer")
-	reject = "Bearer new"
-	if _, err := c.Query(ctx, "up", time.Time{}); err == nil {
-		t.Fatal("want the 401 error")
-	}
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
-		t.Fatalf("after a 401 the token file was not re-read: %v", err)
-	}
-	if got := lastAuth(); got != "Bearer newer" {
-		t.Errorf("after a 401 sent %q, want the newer token", got)
-	}
-
-	// The file disappearing mid-rotation keeps the last good token.
+	// A missing file fails the request, naming the credentials.
 	if err := os.Remove(tok); err != nil {
 		t.Fatal(err)
 	}
-	clk.SetTime(clk.Now().Add(secretRefreshInterval))
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
-		t.Fatalf("with the token file missing: %v", err)
+	n := len(f.requests())
+	if _, err := c.Query(ctx, "up", time.Time{}); err == nil || !strings.Contains(err.Error(), "credentials") {
+		t.Errorf("with the token file missing: err %v, want one about the credentials", err)
 	}
-	if got := lastAuth(); got != "Bearer newer" {
-		t.Errorf("with the token file missing sent %q, want the last good token", got)
+	if len(f.requests()) != n {
+		t.Error("a request was sent without credentials")
 	}
 }
 
-// TestNewClientPassesArrivalTime checks that Options.ArrivalTime reaches
+// TestNewClientPassesArrivalTime checks that the arrival function reaches
 // the client: a call whose request arrived before the last answer landed
 // takes it instead of querying again.
 func TestNewClientPassesArrivalTime(t *testing.T) {
 	f := newFakeProm(t, nil)
 	o := NewOptions()
 	o.URL = f.srv.URL
-	o.ArrivalTime = func(context.Context) (time.Time, bool) { return time.Unix(1000, 0), true }
-	c, err := o.NewClient(metrics.New())
+	b, err := o.Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewForBackend(b, metrics.New(), func(context.Context) (time.Time, bool) { return time.Unix(1000, 0), true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +273,42 @@ func TestNewClientPassesArrivalTime(t *testing.T) {
 	}
 	if got := len(f.requests()); got != 1 {
 		t.Errorf("served %d requests, want 1", got)
+	}
+}
+
+// TestProxyURL checks that --prometheus-proxy-url sends the requests through
+// the proxy: the proxy sees them in absolute form, for Prometheus' host.
+func TestProxyURL(t *testing.T) {
+	var mu sync.Mutex
+	var proxied []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		proxied = append(proxied, r.URL.Host+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, vectorBody)
+	}))
+	t.Cleanup(proxy.Close)
+	o := NewOptions()
+	o.URL = "http://prometheus.monitoring.svc:9090"
+	o.ProxyURL = proxy.URL
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Fatalf("Validate: %v", errs)
+	}
+	c, err := o.NewClient(metrics.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"prometheus.monitoring.svc:9090/api/v1/query"}, proxied); diff != "" {
+		t.Errorf("proxied requests (-want +got):\n%s", diff)
+	}
+	o.ProxyURL = "proxy:3128"
+	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--prometheus-proxy-url") {
+		t.Errorf("Validate with a bad proxy URL = %v, want one error naming the flag", errs)
 	}
 }

@@ -117,8 +117,8 @@ type Config struct {
 	// Complete and watched for changes every ConfigReloadInterval (0: never).
 	RulesFile            string
 	ConfigReloadInterval time.Duration
-	// Prometheus configures the Prometheus client.
-	Prometheus *promclient.Options
+	// Prometheus is the Prometheus backend the metrics are read from.
+	Prometheus promclient.Backend
 	// RelistInterval is how often discovery runs; MaxAge how far back it
 	// looks (0: RelistInterval); DiscoveryStrategy how it asks Prometheus.
 	RelistInterval    time.Duration
@@ -201,12 +201,10 @@ func (c *Config) Complete() (*Server, error) {
 	if serializer == nil {
 		serializer = apiencode.NewNegotiatedSerializer
 	}
-	promOpts := *c.Prometheus
 	// A "now" query may take the identical query's answer that landed after
 	// its request reached the server, as stamped by the outermost handler
 	// (stampArrival).
-	promOpts.ArrivalTime = arrivalTime
-	promClient, err := promOpts.NewClient(m)
+	promClient, err := promclient.NewForBackend(c.Prometheus, m, arrivalTime)
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
 	}

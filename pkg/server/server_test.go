@@ -218,15 +218,13 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 	if err != nil {
 		t.Fatal(err)
 	}
-	po := promclient.NewOptions()
-	po.URL = promURL
 	cfg = &Config{
 		Name:               base.Name,
 		APIServer:          apiConfig,
 		Informers:          inf,
 		Kube:               base,
 		RulesFile:          rulesFile,
-		Prometheus:         po,
+		Prometheus:         promclient.Backend{URL: promURL},
 		RelistInterval:     time.Minute,
 		DiscoveryStrategy:  discovery.StrategyLabels,
 		ClientCertCacheTTL: certauth.DefaultTTL,

@@ -190,6 +190,10 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the informers: %w", err)
 	}
+	backend, err := o.Prometheus.Backend()
+	if err != nil {
+		return nil, err
+	}
 	strategy, err := discovery.ParseStrategy(o.DiscoveryStrategy)
 	if err != nil {
 		return nil, fmt.Errorf("--discovery-strategy: %w", err)
@@ -201,7 +205,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		Kube:                 base,
 		RulesFile:            o.ConfigFile,
 		ConfigReloadInterval: o.ConfigReloadInterval,
-		Prometheus:           o.Prometheus,
+		Prometheus:           backend,
 		RelistInterval:       o.RelistInterval,
 		MaxAge:               o.MaxAge,
 		DiscoveryStrategy:    strategy,
