@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/promscaler/promscaler/internal/version"
 )
@@ -28,6 +29,7 @@ Server flags:
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
+	args = withoutProgramPath(args)
 	if len(args) > 0 {
 		switch args[0] {
 		case "--version", "version":
@@ -45,4 +47,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return runServer(args, stdout, stderr)
+}
+
+// withoutProgramPath drops a leading argument that names the program
+// itself, a path ("/adapter", "./adapter") or its bare name: a container's
+// args may start with it, as the prometheus-adapter Helm chart renders them
+// ("/adapter", then the flags). prometheus-adapter ignores it, and so do
+// we. Any other argument is left for the flag parser to reject.
+func withoutProgramPath(args []string) []string {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return args
+	}
+	if strings.Contains(args[0], "/") || args[0] == "adapter" {
+		return args[1:]
+	}
+	return args
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
@@ -59,6 +61,10 @@ type ServerOptions struct {
 	// GCHeapFloor is the heap goal floor (gcfloor), a quantity such as
 	// "128Mi"; "0" leaves GOGC alone.
 	GCHeapFloor string
+
+	// flags is the flag set AddFlags registered on: klog's and
+	// component-base's logging flags keep their values there.
+	flags *pflag.FlagSet
 }
 
 // NewServerOptions returns the options with their defaults.
@@ -84,6 +90,7 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 	// The adapter base registers its flags on its own flag set; point it at
 	// ours (never at the process-wide pflag.CommandLine).
 	o.Base.FlagSet = fs
+	o.flags = fs
 	o.Base.InstallFlags()
 	o.Prometheus.AddFlags(fs)
 
@@ -108,9 +115,15 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"Keep the Go garbage collector's heap goal at least this large (a quantity, e.g. 128Mi): while the live heap is small, collect less often than GOGC=100 would, for fewer requests slowed by a collection, "+
 			"at the cost of up to this much memory. Never above half of GOMEMLIMIT; off when GOGC is set in the environment or when 0.")
 
+	// klog's flags, every one prometheus-adapter's manifests pass
+	// (--logtostderr, --v, --vmodule, --log-dir...), then
+	// component-base's --log-flush-frequency. Names are matched with "_" or
+	// "-" alike (--log_dir, --log-dir).
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	logs.AddFlags(fs)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 }
 
 // Validate checks every option and returns all the problems found, each

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 )
 
@@ -167,5 +169,103 @@ func TestFlagsKeepPrometheusAdapterArgs(t *testing.T) {
 	}
 	if o.MaxAge != 5*time.Minute || o.RelistInterval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
 		t.Errorf("parsed %+v", o)
+	}
+}
+
+// TestCommunityChartArgv parses the container args the prometheus-community
+// prometheus-adapter Helm chart renders (a leading program path, klog
+// flags, the serving and Prometheus flags), with and without its tls
+// values, and checks the options they set.
+func TestCommunityChartArgv(t *testing.T) {
+	rulesFile := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(rulesFile, []byte(testRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chart := []string{
+		"/adapter",
+		"--secure-port=6443",
+		"--cert-dir=/tmp/cert",
+		"--logtostderr=true",
+		"--prometheus-url=http://prometheus.default.svc:9090/",
+		"--metrics-relist-interval=1m",
+		"--v=4",
+		"--config=" + rulesFile,
+	}
+	type parsed struct {
+		Port                  int
+		CertDir, Cert, Key    string
+		PrometheusURL         string
+		Relist                time.Duration
+		Config                string
+		V, LogToStderr, Flush string
+	}
+	tests := []struct {
+		name string
+		args []string
+		want parsed
+	}{
+		{
+			name: "defaults",
+			args: chart,
+			want: parsed{Port: 6443, CertDir: "/tmp/cert", PrometheusURL: "http://prometheus.default.svc:9090/", Relist: time.Minute, Config: rulesFile, V: "4", LogToStderr: "true", Flush: "5s"},
+		},
+		{
+			name: "tls.enable",
+			args: append(slices.Clone(chart), "--tls-cert-file=/var/run/serving-cert/tls.crt", "--tls-private-key-file=/var/run/serving-cert/tls.key"),
+			want: parsed{Port: 6443, CertDir: "/tmp/cert", Cert: "/var/run/serving-cert/tls.crt", Key: "/var/run/serving-cert/tls.key", PrometheusURL: "http://prometheus.default.svc:9090/", Relist: time.Minute, Config: rulesFile, V: "4", LogToStderr: "true", Flush: "5s"},
+		},
+		{
+			name: "more klog flags, either word separator",
+			args: append(slices.Clone(chart), "--vmodule=server=5", "--log-flush-frequency=2s", "--log_file_max_size=10", "--log-dir=/tmp", "--alsologtostderr=false", "--v=2"),
+			want: parsed{Port: 6443, CertDir: "/tmp/cert", PrometheusURL: "http://prometheus.default.svc:9090/", Relist: time.Minute, Config: rulesFile, V: "2", LogToStderr: "true", Flush: "2s"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			o, code, ok := parseServerFlags(withoutProgramPath(tc.args), &stderr)
+			if !ok {
+				t.Fatalf("rejected (exit %d): %s", code, stderr.String())
+			}
+			// klog's verbosity is process-wide: put it back.
+			t.Cleanup(func() { _ = o.flags.Set("v", "0") })
+			ss := o.Base.SecureServing
+			got := parsed{
+				Port: ss.BindPort, CertDir: ss.ServerCert.CertDirectory,
+				Cert: ss.ServerCert.CertKey.CertFile, Key: ss.ServerCert.CertKey.KeyFile,
+				PrometheusURL: o.Prometheus.URL, Relist: o.RelistInterval, Config: o.ConfigFile,
+				V: o.flags.Lookup("v").Value.String(), LogToStderr: o.flags.Lookup("logtostderr").Value.String(),
+				Flush: o.flags.Lookup("log-flush-frequency").Value.String(),
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBadArgumentsExit2 checks that an argument the adapter does not know
+// still exits 2 with a message naming it, the program path aside.
+func TestBadArgumentsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "positional after the program path", args: []string{"/adapter", "serve"}, want: `unexpected argument "serve"`},
+		{name: "positional without it", args: []string{"serve", "--v=1"}, want: `unexpected argument "serve"`},
+		{name: "unknown flag", args: []string{"/adapter", "--prometheus-urls=http://x"}, want: "unknown flag: --prometheus-urls"},
+		{name: "bad value", args: []string{"/adapter", "--v=lots"}, want: `"lots" for "-v, --v"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tc.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/internal/gcfloor"
@@ -17,33 +18,46 @@ import (
 // flags -> Validate (every bad flag at once) -> Config -> Complete -> Run.
 func runServer(args []string, stdout, stderr io.Writer) int {
 	defer klog.Flush()
-	o := NewServerOptions()
+	o, code, ok := parseServerFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	// Flushes the logs every --log-flush-frequency.
+	logs.InitLogs()
+	if err := serve(genericapiserver.SetupSignalContext(), o); err != nil {
+		fmt.Fprintf(stderr, "adapter: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseServerFlags parses and validates the server's flags. When they
+// cannot be served it reports why on stderr and returns ok false with the
+// exit code: 0 for --help, 2 for a bad argument or flag.
+func parseServerFlags(args []string, stderr io.Writer) (o *ServerOptions, code int, ok bool) {
+	o = NewServerOptions()
 	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return 0
+			return nil, 0, false
 		}
 		fmt.Fprintf(stderr, "adapter: %v\n", err)
-		return 2
+		return nil, 2, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "adapter: unexpected argument %q (subcommands: check-config, explain)\n", fs.Arg(0))
-		return 2
+		return nil, 2, false
 	}
 	if errs := o.Validate(); len(errs) > 0 {
 		fmt.Fprintln(stderr, "adapter: invalid flags:")
 		for _, err := range errs {
 			fmt.Fprintf(stderr, "  %v\n", err)
 		}
-		return 2
+		return nil, 2, false
 	}
-	if err := serve(genericapiserver.SetupSignalContext(), o); err != nil {
-		fmt.Fprintf(stderr, "adapter: %v\n", err)
-		return 1
-	}
-	return 0
+	return o, 0, true
 }
 
 // serve builds the server from validated options and runs it until ctx ends.
