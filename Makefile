@@ -14,7 +14,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/promscaler/promscaler/internal/version.version=$(VERSION) -X github.com/promscaler/promscaler/internal/version.revision=$(REVISION)
 export VERSION REVISION
 
-.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests clean diff-upstream
+.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests image clean diff-upstream
 
 all: build
 
@@ -32,7 +32,7 @@ tools:
 	hack/tools.sh
 
 ## e2e: integration and end-to-end tests against real Prometheus, etcd, kube-apiserver
-e2e: tools build
+e2e: tools build image
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 ./test/...
 
 ## test: everything a change must pass: unit, the upstream differential tests, then e2e
@@ -68,6 +68,11 @@ down:
 ## manifests: render the kustomize overlays in deploy/ into _output/manifests
 manifests:
 	hack/manifests.sh
+
+## image: the multi-arch (linux/amd64, linux/arm64) OCI image, built without a
+## container engine, into _output/image (OCI layout) and _output/image.oci.tar
+image:
+	hack/image.sh
 
 clean:
 	rm -rf $(OUT)
