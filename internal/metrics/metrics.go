@@ -76,6 +76,10 @@ type Metrics struct {
 	// DiscoveryRuns counts discovery passes by outcome (OutcomeSuccess when
 	// every rule succeeded, OutcomeFailure otherwise). Labels: outcome.
 	DiscoveryRuns *prometheus.CounterVec
+	// DiscoveryRefreshes counts the passes asked for by requests naming a
+	// metric the index lacks (discovery.Discoverer.Refresh), before
+	// coalescing. promscaler_discovery_refreshes_total.
+	DiscoveryRefreshes prometheus.Counter
 	// DiscoveryLastSuccess is the Unix time of the last pass in which every
 	// rule succeeded.
 	DiscoveryLastSuccess prometheus.Gauge
@@ -141,6 +145,10 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "discovery", Name: "runs_total",
 			Help: "Discovery passes by outcome (failure: at least one rule failed).",
 		}, []string{"outcome"}),
+		DiscoveryRefreshes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "refreshes_total",
+			Help: "Discovery passes asked for by requests naming a metric the index lacks (calls sharing one pass count once each).",
+		}),
 		DiscoveryLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "last_success_timestamp_seconds",
 			Help: "Unix time of the last discovery pass in which every rule succeeded.",
@@ -206,7 +214,7 @@ func New() *Metrics {
 		m.ConfigReloads.WithLabelValues(o)
 	}
 	reg.MustRegister(
-		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryLastSuccess,
+		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryRefreshes, m.DiscoveryLastSuccess,
 		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.MetricConflicts,
 		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
 		m.APIRequests, m.APIRequestDuration, m.ClientCertAuthentications,

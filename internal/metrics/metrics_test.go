@@ -44,6 +44,7 @@ func TestNewRegistersEveryMetric(t *testing.T) {
 		"promscaler_discovery_last_success_timestamp_seconds",
 		"promscaler_discovery_metric_conflicts",
 		"promscaler_discovery_metrics",
+		"promscaler_discovery_refreshes_total",
 		"promscaler_discovery_rule_failures_total",
 		"promscaler_discovery_runs_total",
 		"promscaler_discovery_series",

@@ -199,7 +199,28 @@ type Discoverer struct {
 	variants map[string]queryVariant // per plan key, once the standard query failed
 
 	nameSlots chan struct{} // bounds the labels strategy's per-name work
+
+	// Refresh state (see Refresh), under refreshMu.
+	refreshMu sync.Mutex
+	waiting   chan struct{}         // closed when the next pass publishes
+	misses    map[string]*missState // per lookup key
 }
+
+// missState is the backoff of one lookup key that asked for a refresh.
+type missState struct {
+	last    time.Time
+	backoff time.Duration
+}
+
+const (
+	// refreshBackoff is how long a key that asked for a refresh waits
+	// before it may ask again; it doubles on each refresh of the key, up
+	// to the relist interval, and is forgotten after two idle intervals.
+	refreshBackoff = 2 * time.Second
+	// refreshGap is the shortest time between the starts of two passes
+	// when the second one is asked for by Refresh.
+	refreshGap = time.Second
+)
 
 // fetchResult is one seriesQuery's answer.
 type fetchResult struct {
@@ -261,6 +282,7 @@ func New(opts Options) (*Discoverer, error) {
 		lastGood:    map[string]fetchResult{},
 		variants:    map[string]queryVariant{},
 		conflicts:   map[string]bool{},
+		misses:      map[string]*missState{},
 	}
 	if d.maxAge == 0 {
 		d.maxAge = d.interval
@@ -317,20 +339,100 @@ func (d *Discoverer) SetRules(rs *naming.RuleSet) {
 		return
 	}
 	d.rules.Store(rs)
+	d.kick()
+}
+
+// kick asks the running loop for a pass.
+func (d *Discoverer) kick() {
 	select {
 	case d.trigger <- struct{}{}:
 	default: // a relist is already pending
 	}
 }
 
-// Run discovers once, then every Interval (or sooner, see Discoverer),
-// until ctx is done.
+// Refresh is called when a request names a metric the index lacks (a
+// series that appeared since the last relist): it asks the running loop
+// for a pass and waits until a pass started after the call has published
+// its index, then returns true (look the metric up again). Calls waiting at
+// once share one pass, and passes run on demand start at least a second
+// apart. key names what was looked up (API, resource, metric); a key that
+// asked within its backoff (2 s, doubling on each refresh of the key up to
+// the relist interval, reset after two idle intervals) gets no pass and
+// false at once, so a request for a metric that never exists costs at most
+// one pass per relist interval after the first few. Refresh returns false
+// when ctx ends first. It needs Run.
+func (d *Discoverer) Refresh(ctx context.Context, key string) bool {
+	now := d.clock.Now()
+	d.refreshMu.Lock()
+	m, ok := d.misses[key]
+	switch {
+	case !ok || now.Sub(m.last) > 2*d.interval:
+		if len(d.misses) > 0 {
+			d.forgetMisses(now)
+		}
+		m = &missState{backoff: refreshBackoff}
+		d.misses[key] = m
+	case now.Sub(m.last) < m.backoff:
+		d.refreshMu.Unlock()
+		return false
+	default:
+		m.backoff = min(2*m.backoff, d.interval)
+	}
+	m.last = now
+	if d.waiting == nil {
+		d.waiting = make(chan struct{})
+	}
+	ch := d.waiting
+	d.refreshMu.Unlock()
+	d.metrics.DiscoveryRefreshes.Inc()
+	d.kick()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// forgetMisses drops the keys idle for two intervals (refreshMu held).
+func (d *Discoverer) forgetMisses(now time.Time) {
+	for k, m := range d.misses {
+		if now.Sub(m.last) > 2*d.interval {
+			delete(d.misses, k)
+		}
+	}
+}
+
+// takeWaiting returns the channel of the Refresh calls the next pass
+// serves (nil when none waits); later calls get a new one.
+func (d *Discoverer) takeWaiting() chan struct{} {
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	ch := d.waiting
+	d.waiting = nil
+	return ch
+}
+
+// hasWaiting reports whether Refresh calls wait for the next pass.
+func (d *Discoverer) hasWaiting() bool {
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	return d.waiting != nil
+}
+
+// Run discovers once, then every Interval (or sooner, see Discoverer and
+// Refresh), until ctx is done.
 func (d *Discoverer) Run(ctx context.Context) {
 	ticker := d.clock.NewTicker(d.interval)
 	defer ticker.Stop()
 	retry := time.Second
 	for {
+		start := d.clock.Now()
+		waiting := d.takeWaiting()
 		_ = d.RunOnce(ctx)
+		if waiting != nil {
+			close(waiting)
+		}
 		var retryC <-chan time.Time
 		if !d.Ready() {
 			retryC = d.clock.After(retry)
@@ -341,6 +443,13 @@ func (d *Discoverer) Run(ctx context.Context) {
 			return
 		case <-ticker.C():
 		case <-d.trigger:
+			if wait := refreshGap - d.clock.Since(start); wait > 0 && d.hasWaiting() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-d.clock.After(wait):
+				}
+			}
 		case <-retryC:
 		}
 	}

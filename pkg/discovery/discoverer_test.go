@@ -144,6 +144,22 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 	return &setup{fake: fake, disc: d, metrics: m, clock: clk}
 }
 
+// run runs the Discoverer's loop until the test ends, with the context it
+// gets.
+func (s *setup) run(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.disc.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ctx
+}
+
 // dump renders everything an index answers, for comparisons.
 func dump(x *discovery.Index) []string {
 	var out []string
@@ -517,16 +533,7 @@ func TestRunRetriesUntilReady(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
 	s.fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.disc.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	s.run(t)
 	failures := func() float64 {
 		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure))
 	}
@@ -544,4 +551,72 @@ func TestRunRetriesUntilReady(t *testing.T) {
 	}
 	s.clock.Step(500 * time.Millisecond)
 	waitFor(t, "ready after Prometheus came back", s.disc.Ready)
+}
+
+// TestRefresh: a request naming a metric the index lacks gets a pass at
+// once and sees the new series; the same key asks again only after its
+// backoff (2 s, then 4 s); another key is not held back.
+func TestRefresh(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
+	ctx := s.run(t)
+	waitFor(t, "first discovery", s.disc.Ready)
+	passes := func() float64 {
+		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
+	}
+	pods := schema.GroupResource{Resource: "pods"}
+	served := func() bool {
+		_, ok := s.disc.Index().Custom(pods, "ns0", "http_logins_per_second")
+		return ok
+	}
+	const key = "custom pods true http_logins_per_second"
+	s.clock.Step(time.Second) // past the gap since the first pass
+
+	// A series of a new name appears: not served until a refresh.
+	s.fake.SetSeries(append(testSeries(), ls("__name__", "http_logins_total", "namespace", "ns0", "pod", "pod0")))
+	if served() {
+		t.Fatal("new metric served before any pass")
+	}
+	before := passes()
+	if !s.disc.Refresh(ctx, key) {
+		t.Fatal("first Refresh of a key returned false")
+	}
+	if !served() {
+		t.Error("new metric not served after Refresh returned")
+	}
+	if got := passes(); got != before+1 {
+		t.Errorf("passes after Refresh = %v, want %v", got, before+1)
+	}
+
+	// Within the key's backoff: no pass, false at once.
+	if s.disc.Refresh(ctx, key) {
+		t.Error("Refresh within the backoff returned true")
+	}
+	if got := passes(); got != before+1 {
+		t.Errorf("Refresh within the backoff ran a pass (%v passes)", got)
+	}
+	// Another key is not held back by it.
+	s.clock.Step(time.Second)
+	if !s.disc.Refresh(ctx, "external other") {
+		t.Error("Refresh of another key returned false")
+	}
+	// After 2 s the key asks again, then waits 4 s.
+	s.clock.Step(time.Second)
+	if !s.disc.Refresh(ctx, key) {
+		t.Error("Refresh after the 2 s backoff returned false")
+	}
+	s.clock.Step(3 * time.Second)
+	if s.disc.Refresh(ctx, key) {
+		t.Error("Refresh 3 s after the second one returned true (backoff 4 s)")
+	}
+	s.clock.Step(time.Second)
+	if !s.disc.Refresh(ctx, key) {
+		t.Error("Refresh after the 4 s backoff returned false")
+	}
+	if got, want := passes(), before+4; got != want {
+		t.Errorf("passes = %v, want %v", got, want)
+	}
+	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 4 {
+		t.Errorf("promscaler_discovery_refreshes_total = %v, want 4", got)
+	}
 }

@@ -43,8 +43,9 @@ func (t *customTarget) what() string {
 }
 
 // resolveCustom normalises the request's resource and finds the rule
-// serving the metric, or returns the API error saying why not.
-func (p *Provider) resolveCustom(info cmprovider.CustomMetricInfo, namespace string) (*customTarget, error) {
+// serving the metric, or returns the API error saying why not. A metric the
+// index lacks is looked up again after a refresh (Config.Refresh).
+func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetricInfo, namespace string) (*customTarget, error) {
 	x, err := p.currentIndex()
 	if err != nil {
 		return nil, err
@@ -56,6 +57,12 @@ func (p *Provider) resolveCustom(info cmprovider.CustomMetricInfo, namespace str
 	}
 	gr := gvr.GroupResource()
 	e, ok := x.Custom(gr, namespace, info.Metric)
+	if !ok && p.refresh(ctx, fmt.Sprintf("custom %s %t %s", gr, namespace != "", info.Metric)) {
+		if x, err = p.currentIndex(); err != nil {
+			return nil, err
+		}
+		e, ok = x.Custom(gr, namespace, info.Metric)
+	}
 	if !ok {
 		return nil, notFound(gr, info.Metric, whyNoCustom(x, gr, namespaced, namespace, info.Metric))
 	}
@@ -87,7 +94,7 @@ func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool
 // GetMetricByName implements CustomMetricsProvider: the value of a metric
 // for one object.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	t, err := p.resolveCustom(info, name.Namespace)
+	t, err := p.resolveCustom(ctx, info, name.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +147,7 @@ func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types
 // Objects without a sample are left out (or given the rule's defaultValue);
 // when objects match but none has a value, the answer is a 404.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	t, err := p.resolveCustom(info, namespace)
+	t, err := p.resolveCustom(ctx, info, namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -35,8 +35,9 @@ func (t *externalTarget) what() string {
 
 // resolveExternal finds what serves an external metric: an externalQueries
 // entry of that name first (explicit configuration wins over discovery),
-// else the discovered external rule.
-func (p *Provider) resolveExternal(namespace, metric string) (*externalTarget, error) {
+// else the discovered external rule (looked up again after a refresh
+// when the index lacks it, see Config.Refresh).
+func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string) (*externalTarget, error) {
 	if rs := p.rules(); rs != nil {
 		if q, ok := rs.ExternalQuery(metric); ok {
 			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue}, nil
@@ -47,6 +48,12 @@ func (p *Provider) resolveExternal(namespace, metric string) (*externalTarget, e
 		return nil, err
 	}
 	e, ok := x.External(namespace, metric)
+	if !ok && p.refresh(ctx, "external "+metric) {
+		if x, err = p.currentIndex(); err != nil {
+			return nil, err
+		}
+		e, ok = x.External(namespace, metric)
+	}
 	if !ok {
 		return nil, externalNotFound(metric, namespace, whyNoExternal(x, namespace, metric))
 	}
@@ -87,7 +94,7 @@ func externalNotFound(metric, namespace, why string) *apierrors.StatusError {
 // __name__). When there is none, the answer is the rule's defaultValue if
 // set, else a 404.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	t, err := p.resolveExternal(namespace, info.Metric)
+	t, err := p.resolveExternal(ctx, namespace, info.Metric)
 	if err != nil {
 		return nil, err
 	}

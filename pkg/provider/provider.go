@@ -15,6 +15,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -101,6 +102,12 @@ type Config struct {
 	// MaxQueryBytes is the longest query rendered with a name matcher;
 	// 0 means DefaultMaxQueryBytes.
 	MaxQueryBytes int
+	// Refresh, when set, is called when a request names a metric the
+	// index lacks, with a key naming the lookup; when it returns true the
+	// metric is looked up again in the then current index. Pass
+	// discovery.Discoverer.Refresh, which runs a discovery pass (rate
+	// limited per key) and waits for it.
+	Refresh func(ctx context.Context, key string) bool
 }
 
 // Provider serves custom and external metrics from Prometheus. It is safe
@@ -114,6 +121,7 @@ type Provider struct {
 	clock    clock.PassiveClock
 	maxNames int
 	maxBytes int
+	refresh  func(ctx context.Context, key string) bool
 }
 
 var (
@@ -153,6 +161,10 @@ func New(cfg Config) (*Provider, error) {
 		clock:    cfg.Clock,
 		maxNames: cfg.MaxNamesInQuery,
 		maxBytes: cfg.MaxQueryBytes,
+		refresh:  cfg.Refresh,
+	}
+	if p.refresh == nil {
+		p.refresh = func(context.Context, string) bool { return false }
 	}
 	if p.rules == nil {
 		p.rules = func() *naming.RuleSet { return nil }

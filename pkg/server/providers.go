@@ -79,6 +79,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		Querier: deps.Prometheus,
 		Objects: objects,
 		Mapper:  mapper,
+		Refresh: disc.Refresh,
 	})
 	if err != nil {
 		return nil, err
