@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
-
-	"github.com/promscaler/promscaler/internal/growstack"
 )
 
 // arrivalKey is the context key of the time a request arrived (see
@@ -116,10 +114,6 @@ func (c *stampedConn) Close() error {
 // closer of the two when the server is busy.
 func stampArrival(reads *readStamps, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The outermost filter, on the connection's new goroutine for this
-		// request: the chain down to the timeout filter's goroutine is
-		// some thirty frames.
-		growstack.Grow12K()
 		t := time.Now()
 		if reads != nil {
 			if read, ok := reads.lastRead(r.RemoteAddr); ok && read.Before(t) {

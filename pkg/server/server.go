@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -34,7 +33,6 @@ import (
 
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/growstack"
 	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -231,7 +229,6 @@ func (c *Config) Complete() (*Server, error) {
 	// installed below instead of the generic server's.
 	gc.EnableMetrics = false
 	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
-	growStackBeforeAuthentication(gc)
 	// Connections remember when they last read bytes: the arrival time of
 	// their requests for coalescing (stampArrival).
 	var reads *readStamps
@@ -382,23 +379,6 @@ func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
 		api := apiOf(r.URL.Path)
 		m.APIRequests.WithLabelValues(api, strconv.Itoa(code)).Inc()
 		m.APIRequestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
-	})
-}
-
-// growStackBeforeAuthentication grows the request goroutine's stack to its
-// working size (package growstack) before authenticating. The timeout filter
-// runs the rest of the chain on a new goroutine per request, and the
-// authenticator, a few frames below its start, is the first code of that
-// goroutine the server provides: from there the chain, the provider and the
-// Prometheus client go some sixty frames deeper.
-func growStackBeforeAuthentication(gc *genericapiserver.Config) {
-	next := gc.Authentication.Authenticator
-	if next == nil {
-		return
-	}
-	gc.Authentication.Authenticator = authenticator.RequestFunc(func(r *http.Request) (*authenticator.Response, bool, error) {
-		growstack.Grow24K()
-		return next.AuthenticateRequest(r)
 	})
 }
 

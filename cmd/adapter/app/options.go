@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
@@ -15,7 +14,6 @@ import (
 	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
 
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/gcfloor"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -58,9 +56,6 @@ type ServerOptions struct {
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
 	ClientCertCacheTTL time.Duration
-	// GCHeapFloor is the heap goal floor (gcfloor), a quantity such as
-	// "128Mi"; "0" leaves GOGC alone.
-	GCHeapFloor string
 
 	// flags is the flag set AddFlags registered on: klog's and
 	// component-base's logging flags keep their values there.
@@ -81,7 +76,6 @@ func NewServerOptions() *ServerOptions {
 		DiscoveryStrategy:    discovery.StrategyLabels.String(),
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
-		GCHeapFloor:          resource.NewQuantity(gcfloor.DefaultFloor, resource.BinarySI).String(),
 	}
 }
 
@@ -111,9 +105,11 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
 			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
 
-	fs.StringVar(&o.GCHeapFloor, "gc-heap-floor", o.GCHeapFloor,
-		"Keep the Go garbage collector's heap goal at least this large (a quantity, e.g. 128Mi): while the live heap is small, collect less often than GOGC=100 would, for fewer requests slowed by a collection, "+
-			"at the cost of up to this much memory. Never above half of GOMEMLIMIT; off when GOGC is set in the environment or when 0.")
+	// --gc-heap-floor set a floor under the garbage collector's heap goal
+	// (128 MiB by default), which cost more memory than it saved CPU; the
+	// flag is accepted and ignored so that existing manifests still start.
+	fs.String("gc-heap-floor", "0", "Ignored; the Go runtime's GOGC and GOMEMLIMIT environment variables tune the garbage collector.")
+	_ = fs.MarkDeprecated("gc-heap-floor", "it is ignored; use GOGC or GOMEMLIMIT")
 
 	// klog's flags, every one prometheus-adapter's manifests pass
 	// (--logtostderr, --v, --vmodule, --log-dir...), then
@@ -156,29 +152,10 @@ func (o *ServerOptions) Validate() []error {
 	if o.ClientCertCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("--client-cert-verify-cache-ttl %v: must not be negative (0 verifies on every request)", o.ClientCertCacheTTL))
 	}
-	if _, err := o.gcHeapFloor(); err != nil {
-		errs = append(errs, fmt.Errorf("--gc-heap-floor: %w", err))
-	}
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
 	}
 	return errs
-}
-
-// gcHeapFloor parses --gc-heap-floor into bytes.
-func (o *ServerOptions) gcHeapFloor() (uint64, error) {
-	q, err := resource.ParseQuantity(o.GCHeapFloor)
-	if err != nil {
-		return 0, fmt.Errorf("%q: %w", o.GCHeapFloor, err)
-	}
-	if q.Sign() < 0 {
-		return 0, fmt.Errorf("%q: must not be negative (0 leaves GOGC alone)", o.GCHeapFloor)
-	}
-	v, ok := q.AsInt64()
-	if !ok {
-		return 0, fmt.Errorf("%q: not a whole number of bytes that fits in 64 bits", o.GCHeapFloor)
-	}
-	return uint64(v), nil
 }
 
 // Config builds the server's configuration from validated options: the

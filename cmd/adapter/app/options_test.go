@@ -40,29 +40,18 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				"--metrics-max-age=-1m",
 				"--config-reload-interval=-5s",
 				"--client-cert-verify-cache-ttl=-1s",
-				"--gc-heap-floor=lots",
 				"--client-qps=-1",
 			},
 			want: []string{
 				"--secure-port",
 				"--prometheus-url", "--prometheus-verb", "--prometheus-header[0]",
 				"--config: required",
-				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-cert-verify-cache-ttl", `--gc-heap-floor: "lots"`, "--client-qps",
+				"--metrics-relist-interval", "--metrics-max-age", "--config-reload-interval", "--client-cert-verify-cache-ttl", "--client-qps",
 			},
 		},
 		{
-			name: "negative heap floor",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=-1Mi"},
-			want: []string{`--gc-heap-floor: "-1Mi": must not be negative (0 leaves GOGC alone)`},
-		},
-		{
-			name: "fractional bytes",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=1.5"},
-			want: []string{`--gc-heap-floor: "1.5": not a whole number of bytes`},
-		},
-		{
-			name: "heap floor off",
-			args: []string{"--config=" + rulesFile, "--gc-heap-floor=0"},
+			name: "the retired heap floor flag is accepted",
+			args: []string{"--config=" + rulesFile, "--gc-heap-floor=128Mi"},
 		},
 		{
 			name: "max age below the relist interval",

@@ -10,8 +10,6 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
-
-	"github.com/promscaler/promscaler/internal/gcfloor"
 )
 
 // runServer runs the aggregated API server until SIGTERM/SIGINT:
@@ -69,11 +67,6 @@ func serve(ctx context.Context, o *ServerOptions) error {
 	srv, err := cfg.Complete()
 	if err != nil {
 		return err
-	}
-	floor, _ := o.gcHeapFloor()
-	if t := gcfloor.FromEnv(floor); t != nil {
-		klog.InfoS("Garbage collector heap goal floor", "floorBytes", floor, "gogc", t.Percent())
-		defer t.Stop()
 	}
 	return srv.Run(ctx)
 }
