@@ -118,7 +118,7 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 			continue
 		}
 		if req.Namespace == "" || slices.Contains(c.Namespaces, req.Namespace) {
-			res.Notes = append(res.Notes, fmt.Sprintf("also produced by %s, shadowed by %s (the first rule in the configuration wins)", c.Entry, entry.Rule.Path()))
+			res.Notes = append(res.Notes, fmt.Sprintf("also produced by %s, shadowed by %s (the last rule in the configuration wins, as in prometheus-adapter)", c.Entry, entry.Rule.Path()))
 		}
 	}
 	return res, nil
@@ -158,7 +158,7 @@ func explainExternal(in Input, idx *discovery.Index, req Request) (*Result, erro
 			continue
 		}
 		if !c.Rule.Namespaced() || slices.Contains(c.Namespaces, req.Namespace) {
-			res.Notes = append(res.Notes, fmt.Sprintf("also produced by %s, shadowed by %s (the first rule in the configuration wins)", c.Entry, entry.Rule.Path()))
+			res.Notes = append(res.Notes, fmt.Sprintf("also produced by %s, shadowed by %s (the last rule in the configuration wins, as in prometheus-adapter)", c.Entry, entry.Rule.Path()))
 		}
 	}
 	return res, nil

@@ -85,10 +85,10 @@ func TestExplain(t *testing.T) {
 		{
 			name:      "served, with a shadowed rule",
 			req:       Request{Metric: "jobs_done", Resource: pods, Namespace: "a", Names: []string{"p1"}},
-			wantQuery: `sum(rate(jobs_done_total{namespace="a",pod="p1"}[1m])) by (pod)`,
+			wantQuery: `sum(jobs_done_total{namespace="a",pod="p1"}) by (pod)`,
 			wantNotes: []string{
-				`custom metric "jobs_done" for pods in namespace "a": served by rules[0] (series "jobs_done_total")`,
-				`also produced by rules[1] (series "jobs_done_total"), shadowed by rules[0] (the first rule in the configuration wins)`,
+				`custom metric "jobs_done" for pods in namespace "a": served by rules[1] (series "jobs_done_total")`,
+				`also produced by rules[0] (series "jobs_done_total"), shadowed by rules[1] (the last rule in the configuration wins, as in prometheus-adapter)`,
 			},
 		},
 		{

@@ -274,8 +274,8 @@ func TestWarnings(t *testing.T) {
 		want: []string{"c.yaml:2:3: rules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
 	}, {
 		name: "blank metricsQuery",
-		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: ' '\n",
-		want: []string{"c.yaml:3:17: externalRules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {namespaced: false}\n  metricsQuery: ' '\n",
+		want: []string{"c.yaml:4:17: externalRules[0].metricsQuery: metricsQuery is not set; promscaler uses sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>) (prometheus-adapter would send an empty query, which Prometheus rejects) (hint: set metricsQuery explicitly)"},
 	}, {
 		name: "namespaced on a custom rule",
 		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>', namespaced: false}\n  metricsQuery: sum(<<.Series>>)\n",
@@ -311,13 +311,18 @@ func TestWarnings(t *testing.T) {
 		name: "regex name selector is not checked",
 		in:   "rules:\n- seriesQuery: '{__name__=~\"pm_.*\"}'\n  name: {matches: '^(.*)_total$'}\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
 	}, {
-		name: "unbalanced series query",
-		in:   "externalRules:\n- seriesQuery: '{__name__=\"up\"'\n  metricsQuery: sum(<<.Series>>)\n",
-		want: []string{`c.yaml:2:16: externalRules[0].seriesQuery: seriesQuery has unbalanced brackets ('{' is never closed), so Prometheus will reject it`},
+		name: "namespaced external rule without a namespace label",
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {overrides: {job: {resource: service}}}\n  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>})\n",
+		want: []string{"c.yaml:3:14: externalRules[0].resources: this external rule is namespaced (resources.namespaced is not false) but no label maps to namespaces, so requests in a namespace cannot select its series (hint: map the label, e.g. resources: {overrides: {namespace: {resource: namespace}}}, or set resources.namespaced: false)"},
 	}, {
-		name: "unbalanced query",
-		in:   "externalRules:\n- seriesQuery: up\n  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>)'\n",
-		want: []string{`c.yaml:3:17: externalRules[0].metricsQuery: the query has unbalanced brackets (unexpected ')' after "namespace=\"default\",pod=~\"a|b\""), so Prometheus will reject it`},
+		name: "external rule mapping namespaces",
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {overrides: {ns: {resource: namespaces}}}\n  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>})\n",
+	}, {
+		name: "external rule with a template",
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>})\n",
+	}, {
+		name: "external rule not namespaced",
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {namespaced: false}\n  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>})\n",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := Parse([]byte(tc.in), "c.yaml")
@@ -361,7 +366,7 @@ func TestQueryTemplates(t *testing.T) {
 		{"range over an int", "<<range 5>>x<<end>>", "range over \"5\" is not allowed"},
 		{"range over a variable", "<<$n := 5>><<range $n>>x<<end>>", "range over \"$n\" is not allowed"},
 		{"range in a define", "<<define \"a\">><<range 9>>x<<end>><<end>>x", "range over \"9\" is not allowed"},
-		{"output bomb", `<<range .GroupBySlice>><<printf "%0100000d" 1>><<end>>`, "renders more than 64 KiB"},
+		{"output bomb", `<<range .GroupBySlice>><<printf "%01000000d" 1>><<printf "%01000000d" 1>><<end>>`, "renders more than 1048576 bytes"},
 		{"recursion", `<<define "r">><<template "r" .>><<end>><<template "r" .>>`, `template "r" calls itself`},
 		{"mutual recursion", `<<define "a">><<if .Series>><<template "b" .>><<end>><<end>><<define "b">><<template "a" .>><<end>>x<<template "a" .>>`, "calls itself"},
 		{"undefined template", `<<template "nope" .>>`, `template "nope" not defined`},
@@ -370,11 +375,11 @@ func TestQueryTemplates(t *testing.T) {
 			p, _ := checkQueryTemplate("metricsQuery", tc.query, discoveryQuery, "")
 			switch {
 			case tc.wantErr == "" && p != nil:
-				t.Errorf("unexpected problem: %s", p.msg)
+				t.Errorf("unexpected problem: %s", p.Msg)
 			case tc.wantErr != "" && p == nil:
 				t.Errorf("no problem, want one containing %q", tc.wantErr)
-			case tc.wantErr != "" && !strings.Contains(p.msg, tc.wantErr):
-				t.Errorf("problem %q, want one containing %q", p.msg, tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(p.Msg, tc.wantErr):
+				t.Errorf("problem %q, want one containing %q", p.Msg, tc.wantErr)
 			}
 		})
 	}
@@ -383,33 +388,90 @@ func TestQueryTemplates(t *testing.T) {
 func TestResourceWindow(t *testing.T) {
 	q := "sum(rate(x{<<.LabelMatchers>>}[<<.Window>>])) by (<<.GroupBy>>)"
 	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, "5m"); p != nil {
-		t.Errorf("with a window: %s", p.msg)
+		t.Errorf("with a window: %s", p.Msg)
 	}
-	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, ""); p == nil || !strings.Contains(p.msg, "window is not set") {
+	if p, _ := checkQueryTemplate("containerQuery", q, resourceQuery, ""); p == nil || !strings.Contains(p.Msg, "window is not set") {
 		t.Errorf("without a window: %v, want the window error", p)
 	}
 }
 
+// TestMetricsQueryDefault checks that Parse keeps an unset metricsQuery as
+// written, that MetricsQueryOrDefault is what applies the default, and that
+// the warning is given once, for a parsed file and for code alike.
 func TestMetricsQueryDefault(t *testing.T) {
 	cfg, err := Parse([]byte("rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n"), "c.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Rules[0].MetricsQuery; got != DefaultMetricsQuery {
-		t.Errorf("Parse left metricsQuery %q, want the default", got)
+	if got := cfg.Rules[0].MetricsQuery; got != "" {
+		t.Errorf("Parse changed metricsQuery to %q", got)
 	}
-	if diff := cmp.Diff([]string{"rules[0].metricsQuery"}, cfg.Source.Defaulted); diff != "" {
-		t.Errorf("Defaulted (-want +got):\n%s", diff)
+	if got := cfg.Rules[0].MetricsQueryOrDefault(); got != DefaultMetricsQuery {
+		t.Errorf("MetricsQueryOrDefault = %q, want the default", got)
 	}
-	// Built in code, nothing is defaulted and the warning says so.
 	inCode := &Config{Rules: []DiscoveryRule{{SeriesQuery: "up", Resources: ResourceMapping{Template: "<<.Resource>>"}}}}
-	var got []string
-	for _, w := range inCode.Warnings() {
-		got = append(got, w.Error())
+	for name, c := range map[string]*Config{"parsed": cfg, "in code": inCode} {
+		var got []string
+		for _, w := range c.Warnings() {
+			got = append(got, w.Path+": "+w.Msg)
+		}
+		want := []string{"rules[0].metricsQuery: metricsQuery is not set; promscaler uses " + DefaultMetricsQuery + " (prometheus-adapter would send an empty query, which Prometheus rejects)"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: Warnings (-want +got):\n%s", name, diff)
+		}
 	}
-	want := []string{"rules[0].metricsQuery: metricsQuery is empty, so every query of this rule fails (hint: set metricsQuery, or load the configuration with Parse, which defaults it)"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Warnings of a configuration built in code (-want +got):\n%s", diff)
+}
+
+// TestQueryErrors checks that queries Prometheus would reject are found
+// with Prometheus's parser, at their place, and are neither errors nor
+// warnings.
+func TestQueryErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{{
+		name: "valid",
+		in:   "externalRules:\n- seriesQuery: '{__name__=~\"^x_.*\",job!=\"\"}'\n  resources: {namespaced: false}\n  metricsQuery: 'sum by (job) (rate(<<.Series>>{<<.LabelMatchers>>}[5m])) / on() group_left sum(up)'\n",
+	}, {
+		name: "unclosed series query",
+		in:   "externalRules:\n- seriesQuery: '{__name__=\"up\"'\n  resources: {namespaced: false}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{`c.yaml:2:16: externalRules[0].seriesQuery: Prometheus would reject seriesQuery as a series selector: unexpected end of input inside braces (at character 15) (hint: a series selector such as '{__name__=~"^http_.*",namespace!=""}')`},
+	}, {
+		name: "series query that is an expression",
+		in:   "rules:\n- seriesQuery: 'sum(up)'\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: sum(<<.Series>>)\n",
+		want: []string{"c.yaml:2:16: rules[0].seriesQuery: Prometheus would reject seriesQuery as a series selector"},
+	}, {
+		name: "unbalanced query",
+		in:   "externalRules:\n- seriesQuery: up\n  resources: {namespaced: false}\n  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>)'\n",
+		want: []string{`c.yaml:4:17: externalRules[0].metricsQuery: Prometheus would reject the query this template renders: unexpected character inside braces: ')' (at character 47); rendered with sample values: sum(series_name{namespace="default",pod=~"a|b")`},
+	}, {
+		name: "unknown function",
+		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: 'rate_of(<<.Series>>{<<.LabelMatchers>>}[5m])'\n",
+		want: []string{`c.yaml:4:17: rules[0].metricsQuery: Prometheus would reject the query this template renders: unknown function with name "rate_of" (at character 1)`},
+	}, {
+		name: "range vector where an instant vector is expected",
+		in:   "rules:\n- seriesQuery: up\n  resources: {template: '<<.Resource>>'}\n  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}[5m]) by (<<.GroupBy>>)'\n",
+		want: []string{`c.yaml:4:17: rules[0].metricsQuery: Prometheus would reject the query this template renders: expected type instant vector in aggregation expression, got range vector`},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.in), "c.yaml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if w := cfg.Warnings(); len(w) != 0 {
+				t.Errorf("Warnings: %v", w)
+			}
+			got := cfg.QueryErrors()
+			if len(got) != len(tc.want) {
+				t.Fatalf("QueryErrors = %v, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i].Error(), w) {
+					t.Errorf("QueryErrors[%d] = %s\nwant prefix  %s", i, got[i], w)
+				}
+			}
+		})
 	}
 }
 
@@ -448,18 +510,38 @@ func TestHelpers(t *testing.T) {
 	}
 }
 
-func TestNewTemplate(t *testing.T) {
-	tmpl, err := NewTemplate("q", `<<index .LabelValuesByName "x">>|<<.Series>>`)
+func TestParseQueryTemplate(t *testing.T) {
+	q, err := ParseQueryTemplate("q", `<<index .LabelValuesByName "x">>|<<.Series>>`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb strings.Builder
-	if err := tmpl.Execute(&sb, &QueryTemplateData{Series: "s"}); err != nil {
+	got, err := q.Execute(&QueryTemplateData{Series: "s"})
+	if err != nil || got != "|s" {
+		t.Errorf("Execute = %q, %v; want %q", got, err, "|s")
+	}
+	if _, err := (mustQuery(t, "<<if .Series>>x<<end>>")).Execute(&QueryTemplateData{}); !errors.Is(err, ErrEmptyQuery) {
+		t.Errorf("empty output: error %v, want ErrEmptyQuery", err)
+	}
+	if _, err := mustQuery(t, `<<range .GroupBySlice>><<$.LabelMatchers>><<end>>`).Execute(&QueryTemplateData{
+		LabelMatchers: strings.Repeat("x", 1<<16), GroupBySlice: make([]string, 17),
+	}); !errors.Is(err, ErrQueryTooLong) {
+		t.Errorf("runaway output: error %v, want ErrQueryTooLong", err)
+	}
+	for _, text := range []string{"", "  ", "<<range 3>>x<<end>>", "<<.Series"} {
+		var te *TemplateError
+		if _, err := ParseQueryTemplate("q", text); !errors.As(err, &te) {
+			t.Errorf("ParseQueryTemplate(%q) error %v, want a *TemplateError", text, err)
+		}
+	}
+}
+
+func mustQuery(t *testing.T, text string) *QueryTemplate {
+	t.Helper()
+	q, err := ParseQueryTemplate("q", text)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.String(); got != "|s" {
-		t.Errorf("rendered %q, want %q", got, "|s")
-	}
+	return q
 }
 
 func TestFindMistake(t *testing.T) {

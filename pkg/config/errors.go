@@ -128,9 +128,6 @@ type Source struct {
 	// first character; every line of a literal block starts at that column.
 	// It lets template errors point inside the value.
 	Content map[string]Position
-	// Defaulted lists the paths Parse filled in with a default value
-	// (a missing metricsQuery); Warnings reports each.
-	Defaulted []string
 }
 
 // KeyPath returns the path of key under parent: "rules[0]" + "name" gives

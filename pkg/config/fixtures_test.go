@@ -44,7 +44,8 @@ func fixtures(t *testing.T, dir string) []string {
 }
 
 // TestValidFixtures loads prometheus-adapter's published configurations (and
-// promscaler's own examples) unchanged; their warnings are golden files.
+// promscaler's own examples) unchanged; their warnings and query errors are
+// golden files.
 func TestValidFixtures(t *testing.T) {
 	for _, file := range fixtures(t, "valid") {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
@@ -62,6 +63,9 @@ func TestValidFixtures(t *testing.T) {
 			var warnings string
 			for _, w := range cfg.Warnings() {
 				warnings += w.Error() + "\n"
+			}
+			for _, e := range cfg.QueryErrors() {
+				warnings += "query error: " + e.Error() + "\n"
 			}
 			golden(t, strings.TrimSuffix(file, ".yaml")+".warn", warnings)
 		})

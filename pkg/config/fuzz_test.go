@@ -50,6 +50,11 @@ func FuzzParse(f *testing.F) {
 		if errs := cfg.Validate(); len(errs) != 0 {
 			t.Fatalf("Parse succeeded but Validate reports:\n%v", errs)
 		}
+		for _, e := range cfg.QueryErrors() {
+			if e.Msg == "" || e.Path == "" || e.Line < 1 {
+				t.Fatalf("query error without a message, path or line: %#v", e)
+			}
+		}
 		w1, w2 := cfg.Warnings(), cfg.Warnings()
 		if diff := cmp.Diff(w1, w2); diff != "" {
 			t.Fatalf("Warnings() is not deterministic:\n%s", diff)

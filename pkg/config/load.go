@@ -45,12 +45,12 @@ func Load(path string) (*Config, error) {
 // with its path, line and column (YAML syntax errors stop decoding, so they
 // come without the problems decoding and validation would find), and the
 // returned Config is nil. Harmless oddities are not
-// errors; see (*Config).Warnings.
+// errors, see (*Config).Warnings; nor are queries Prometheus would reject,
+// see (*Config).QueryErrors.
 //
-// A rule without metricsQuery gets DefaultMetricsQuery (recorded in
-// Source.Defaulted and reported by Warnings); nothing else is defaulted: the
-// documented defaults of the other keys are applied by their readers (e.g.
-// ResourceMapping.IsNamespaced).
+// Values are kept as written: the documented defaults are applied by their
+// readers (DiscoveryRule.MetricsQueryOrDefault,
+// ResourceMapping.IsNamespaced, ...).
 func Parse(data []byte, filename string) (cfg *Config, err error) {
 	defer func() {
 		// The YAML library is not ours; whatever it does, a caller gets an
@@ -103,25 +103,7 @@ func Parse(data []byte, filename string) (cfg *Config, err error) {
 		sortList(errs)
 		return nil, errs
 	}
-	c.applyDefaults()
 	return c, nil
-}
-
-// applyDefaults fills in what prometheus-adapter leaves empty with a
-// working default, recording each in Source.Defaulted.
-func (c *Config) applyDefaults() {
-	for _, sec := range []struct {
-		path  string
-		rules []DiscoveryRule
-	}{{PathRules, c.Rules}, {PathExternalRules, c.ExternalRules}} {
-		for i := range sec.rules {
-			r := &sec.rules[i]
-			if strings.TrimSpace(r.MetricsQuery) == "" {
-				r.MetricsQuery = DefaultMetricsQuery
-				c.Source.Defaulted = append(c.Source.Defaulted, KeyPath(IndexPath(sec.path, i), "metricsQuery"))
-			}
-		}
-	}
 }
 
 // isBad reports whether p is at or below a path whose value could not be

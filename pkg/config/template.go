@@ -12,57 +12,8 @@ import (
 	"text/template/parse"
 )
 
-// Template delimiters of every template in the file (metricsQuery,
-// containerQuery, nodeQuery, externalQueries query, resources.template), as
-// in prometheus-adapter: they keep PromQL's braces free.
-const (
-	LeftDelim  = "<<"
-	RightDelim = ">>"
-)
-
-// DefaultMetricsQuery is the query Parse gives a rule without metricsQuery.
-// prometheus-adapter sends the empty string in that case, which Prometheus
-// rejects on every request; promscaler uses the form of its config
-// generator's "non-cumulative" rules instead and warns about it.
-const DefaultMetricsQuery = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
-
-// MetricsQueryOrDefault returns the rule's metricsQuery, or
-// DefaultMetricsQuery when it is empty or blank.
-func (r *DiscoveryRule) MetricsQueryOrDefault() string {
-	if strings.TrimSpace(r.MetricsQuery) == "" {
-		return DefaultMetricsQuery
-	}
-	return r.MetricsQuery
-}
-
-// NewTemplate parses text with the file's delimiters and the options
-// promscaler renders with (a missing map key renders as the zero value).
-func NewTemplate(name, text string) (*template.Template, error) {
-	return template.New(name).Delims(LeftDelim, RightDelim).Option("missingkey=zero").Parse(text)
-}
-
-// maxTemplateOutput bounds what validation lets a template render.
-const maxTemplateOutput = 64 << 10
-
-type limitedWriter struct {
-	b strings.Builder
-}
-
-var errTooLong = errors.New("renders more than 64 KiB")
-
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	if w.b.Len()+len(p) > maxTemplateOutput {
-		return 0, errTooLong
-	}
-	return w.b.Write(p)
-}
-
-// templateProblem is a problem found in a template: a message and, when
-// known, the 1-based line and 0-based byte column inside the template text.
-type templateProblem struct {
-	msg       string
-	line, col int
-}
+// templateProblem is a problem found in a template (see TemplateError).
+type templateProblem = TemplateError
 
 var (
 	tmplLocRE     = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: `)
@@ -95,73 +46,39 @@ func isWordByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// checkBrackets reports the first unbalanced (, [ or { of a rendered query,
-// ignoring quoted strings; "" when they balance. It is not a PromQL parser,
-// only a guard against the most common template slip.
-func checkBrackets(q string) string {
-	var stack []byte
-	pairs := map[byte]byte{')': '(', ']': '[', '}': '{'}
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote != '`' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'' || c == '`':
-			quote = c
-		case c == '(' || c == '[' || c == '{':
-			stack = append(stack, c)
-		case c == ')' || c == ']' || c == '}':
-			if len(stack) == 0 || stack[len(stack)-1] != pairs[c] {
-				from := max(0, i-30)
-				return fmt.Sprintf("unexpected %q after %q", c, q[from:i])
-			}
-			stack = stack[:len(stack)-1]
-		}
-	}
-	if len(stack) > 0 {
-		return fmt.Sprintf("%q is never closed", stack[len(stack)-1])
-	}
-	return ""
-}
-
 // splitTemplateError separates text/template's "template: name:L:C: " prefix.
 func splitTemplateError(err error) templateProblem {
 	msg := err.Error()
 	p := templateProblem{}
 	if m := tmplLocRE.FindStringSubmatch(msg); m != nil {
-		p.line, _ = strconv.Atoi(m[1])
+		p.Line, _ = strconv.Atoi(m[1])
 		if m[2] != "" {
-			p.col, _ = strconv.Atoi(m[2])
+			p.Col, _ = strconv.Atoi(m[2])
 		} else {
-			p.col = -1
+			p.Col = -1
 		}
 		msg = msg[len(m[0]):]
 	} else {
-		p.col = -1
+		p.Col = -1
 	}
-	p.msg = msg
+	p.Msg = msg
 	return p
 }
 
 // parseTemplate parses text and rejects constructs that could make
 // rendering unbounded.
 func parseTemplate(name, text string) (*template.Template, *templateProblem) {
-	t, err := NewTemplate(name, text)
+	t, err := template.New(name).Delims(LeftDelim, RightDelim).Option("missingkey=zero").Parse(text)
 	if err != nil {
 		p := splitTemplateError(err)
 		// Parse errors carry a line only; find the named function or the
 		// quoted character on that line for a column.
-		if lines := strings.Split(text, "\n"); p.col < 0 && p.line >= 1 && p.line <= len(lines) {
-			if m := undefinedFnRE.FindStringSubmatch(p.msg); m != nil {
-				p.col = wordIndex(lines[p.line-1], m[1])
+		if lines := strings.Split(text, "\n"); p.Col < 0 && p.Line >= 1 && p.Line <= len(lines) {
+			if m := undefinedFnRE.FindStringSubmatch(p.Msg); m != nil {
+				p.Col = wordIndex(lines[p.Line-1], m[1])
 			}
 		}
-		p.msg = "template does not parse: " + p.msg
+		p.Msg = "template does not parse: " + p.Msg
 		return nil, &p
 	}
 	calls := map[string][]string{}
@@ -175,7 +92,7 @@ func parseTemplate(name, text string) (*template.Template, *templateProblem) {
 		calls[sub.Name()] = templateCalls(sub.Tree.Root, nil)
 	}
 	if cycle := findCycle(calls); cycle != "" {
-		return nil, &templateProblem{msg: fmt.Sprintf("template %q calls itself; recursion is not allowed in query templates", cycle), col: -1}
+		return nil, &templateProblem{Msg: fmt.Sprintf("template %q calls itself; recursion is not allowed in query templates", cycle), Col: -1}
 	}
 	return t, nil
 }
@@ -264,8 +181,8 @@ func checkRanges(n parse.Node, text string) *templateProblem {
 		if !rangesOverData(n.Pipe) {
 			line, col := offsetToLineCol(text, int(n.Position()))
 			return &templateProblem{
-				msg:  fmt.Sprintf("range over %q is not allowed: a query template may only range over its data (e.g. .GroupBySlice)", n.Pipe.String()),
-				line: line, col: col,
+				Msg:  fmt.Sprintf("range over %q is not allowed: a query template may only range over its data (e.g. .GroupBySlice)", n.Pipe.String()),
+				Line: line, Col: col,
 			}
 		}
 		return firstProblem(checkRanges(n.List, text), checkRanges(n.ElseList, text))
@@ -317,31 +234,30 @@ func offsetToLineCol(text string, off int) (line, col int) {
 // index out of range) are not problems of the configuration and are
 // ignored; the others are reported with the variables that exist.
 func execTemplate(t *template.Template, data any, fields string) (string, *templateProblem) {
-	var w limitedWriter
-	err := t.Execute(&w, data)
+	out, err := render(t, data, 256)
 	if err == nil {
-		return w.b.String(), nil
+		return out, nil
 	}
-	if errors.Is(err, errTooLong) {
-		return "", &templateProblem{msg: "template " + errTooLong.Error(), col: -1}
+	if errors.Is(err, ErrQueryTooLong) {
+		return "", &templateProblem{Msg: fmt.Sprintf("template renders more than %d bytes", MaxQueryBytes), Col: -1}
 	}
 	p := splitTemplateError(err)
-	if dataDepExec.MatchString(p.msg) {
-		return w.b.String(), nil
+	if dataDepExec.MatchString(p.Msg) {
+		return out, nil
 	}
 	at := ""
-	if m := execAtRE.FindStringSubmatch(p.msg); m != nil {
+	if m := execAtRE.FindStringSubmatch(p.Msg); m != nil {
 		at = m[1]
-		p.msg = p.msg[len(m[0]):]
+		p.Msg = p.Msg[len(m[0]):]
 	}
-	if m := unknownFRE.FindStringSubmatch(p.msg); m != nil {
-		p.msg = fmt.Sprintf("template uses .%s, which does not exist; it may use %s", m[1], fields)
+	if m := unknownFRE.FindStringSubmatch(p.Msg); m != nil {
+		p.Msg = fmt.Sprintf("template uses .%s, which does not exist; it may use %s", m[1], fields)
 		return "", &p
 	}
 	if at != "" {
-		p.msg = fmt.Sprintf("template fails at <%s>: %s", at, p.msg)
+		p.Msg = fmt.Sprintf("template fails at <%s>: %s", at, p.Msg)
 	} else {
-		p.msg = "template fails: " + p.msg
+		p.Msg = "template fails: " + p.Msg
 	}
 	return "", &p
 }
@@ -384,15 +300,15 @@ const (
 )
 
 // checkQueryTemplate parses and test-renders a query template. It returns
-// the problem that makes it unusable, or else a warning (an empty string
-// when there is none) about the rendered query.
+// the problem that makes it unusable, or else why Prometheus would reject
+// the query it renders (an empty string when it would not).
 func checkQueryTemplate(name, text string, kind queryKind, window string) (*templateProblem, string) {
 	out, p := renderQueryTemplate(name, text, kind, window)
 	if p != nil {
 		return p, ""
 	}
-	if b := checkBrackets(out); b != "" {
-		return nil, fmt.Sprintf("the query has unbalanced brackets (%s), so Prometheus will reject it", b)
+	if err := CheckPromQL(out); err != nil {
+		return nil, fmt.Sprintf("Prometheus would reject the query this template renders: %v; rendered with sample values: %s", err, truncate(strings.Join(strings.Fields(out), " "), 200))
 	}
 	return nil, ""
 }
@@ -411,7 +327,7 @@ func renderQueryTemplate(name, text string, kind queryKind, window string) (stri
 		return "", p
 	}
 	if strings.TrimSpace(out) == "" {
-		return "", &templateProblem{msg: "template renders an empty query", col: -1}
+		return "", &templateProblem{Msg: "template renders an empty query", Col: -1}
 	}
 	// Does the output depend on .Window? Render again with another value.
 	other := "17m"
@@ -422,9 +338,9 @@ func renderQueryTemplate(name, text string, kind queryKind, window string) (stri
 	if p == nil && alt != out {
 		switch {
 		case kind == discoveryQuery:
-			return "", &templateProblem{msg: ".Window is only set for resourceRules; here it is always empty", col: -1}
+			return "", &templateProblem{Msg: ".Window is only set for resourceRules; here it is always empty", Col: -1}
 		case window == "":
-			return "", &templateProblem{msg: "template uses .Window but resourceRules.window is not set, so it would render empty", col: -1}
+			return "", &templateProblem{Msg: "template uses .Window but resourceRules.window is not set, so it would render empty", Col: -1}
 		}
 	}
 	return out, nil
@@ -454,14 +370,14 @@ func checkResourceTemplate(text string) *templateProblem {
 		}
 		if !labelNameRE.MatchString(out) {
 			return &templateProblem{
-				msg: fmt.Sprintf("template renders %q for group %q resource %q, which is not a valid Prometheus label name", out, d.Group, d.Resource),
-				col: -1,
+				Msg: fmt.Sprintf("template renders %q for group %q resource %q, which is not a valid Prometheus label name", out, d.Group, d.Resource),
+				Col: -1,
 			}
 		}
 		outs = append(outs, out)
 	}
 	if outs[0] == outs[1] {
-		return &templateProblem{msg: "template does not use .Resource, so every resource would map to the same label", col: -1}
+		return &templateProblem{Msg: "template does not use .Resource, so every resource would map to the same label", Col: -1}
 	}
 	return nil
 }

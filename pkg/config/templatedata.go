@@ -14,7 +14,8 @@ type QueryTemplateData struct {
 	// metric-selector matchers, then namespace, then the resource matcher.
 	LabelMatchers string
 	// LabelValuesByName maps a label name to its requested values joined by
-	// "|" (regex-escaped), e.g. {"pod": "a|b"}.
+	// "|", as requested (not regex-escaped, as in prometheus-adapter), e.g.
+	// {"pod": "a|b", "deployment": "api.v2"}.
 	LabelValuesByName map[string]string
 	// GroupBy is the comma-separated labels to group by, e.g. "pod".
 	GroupBy string

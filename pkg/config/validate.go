@@ -28,6 +28,17 @@ func (c *Config) Warnings() ErrorList {
 	return c.check().warns
 }
 
+// QueryErrors returns the queries of the configuration that Prometheus
+// would reject, checked with Prometheus's own PromQL parser: a seriesQuery
+// that is not a series selector, a query template whose rendering (with
+// sample values) does not parse. prometheus-adapter loads such a file, and
+// so does Parse; the caller decides: the adapter loads it with a warning at
+// startup (refuses it with --strict) and refuses it on reload, keeping the
+// rules in service, and check-config fails on it.
+func (c *Config) QueryErrors() ErrorList {
+	return c.check().rejects
+}
+
 // IsNamespaced reports whether an external rule applies the request
 // namespace as a matcher: true unless namespaced is set to false.
 func (m *ResourceMapping) IsNamespaced() bool {
@@ -74,9 +85,10 @@ const (
 )
 
 type checker struct {
-	c     *Config
-	errs  ErrorList
-	warns ErrorList
+	c       *Config
+	errs    ErrorList
+	warns   ErrorList
+	rejects ErrorList // queries Prometheus would reject: see QueryErrors
 }
 
 func (ch *checker) errorf(path, hint, format string, args ...any) *Error {
@@ -100,6 +112,12 @@ func (ch *checker) warnf(path, hint, format string, args ...any) {
 	e := ch.c.ErrorAt(path, format, args...)
 	e.Hint = hint
 	ch.warns = append(ch.warns, e)
+}
+
+func (ch *checker) rejectf(path, hint, format string, args ...any) {
+	e := ch.c.ErrorAt(path, format, args...)
+	e.Hint = hint
+	ch.rejects = append(ch.rejects, e)
 }
 
 func (c *Config) check() *checker {
@@ -136,14 +154,15 @@ func (c *Config) check() *checker {
 	}
 	sortList(ch.errs)
 	sortList(ch.warns)
+	sortList(ch.rejects)
 	return ch
 }
 
 // templateError reports a template problem at the exact place inside the
 // value when the source holds it verbatim, else at the value.
 func (ch *checker) templateError(path, text string, p *templateProblem) {
-	e := ch.errorf(path, "", "%s", p.msg)
-	if ch.c.Source == nil || p.line < 1 {
+	e := ch.errorf(path, "", "%s", p.Msg)
+	if ch.c.Source == nil || p.Line < 1 {
 		return
 	}
 	start, ok := ch.c.Source.Content[path]
@@ -151,34 +170,22 @@ func (ch *checker) templateError(path, text string, p *templateProblem) {
 		return
 	}
 	lines := strings.Split(text, "\n")
-	if p.line > len(lines) {
+	if p.Line > len(lines) {
 		return
 	}
-	e.Line = start.Line + p.line - 1
+	e.Line = start.Line + p.Line - 1
 	e.Column = start.Column
-	if p.col >= 0 && p.col <= len(lines[p.line-1]) {
-		e.Column += len([]rune(lines[p.line-1][:p.col]))
+	if p.Col >= 0 && p.Col <= len(lines[p.Line-1]) {
+		e.Column += len([]rune(lines[p.Line-1][:p.Col]))
 	}
-}
-
-func (ch *checker) defaulted(path string) bool {
-	if ch.c.Source == nil {
-		return false
-	}
-	for _, p := range ch.c.Source.Defaulted {
-		if p == path {
-			return true
-		}
-	}
-	return false
 }
 
 func (ch *checker) queryTemplate(path, name, text string, kind queryKind, window string) {
-	p, warning := checkQueryTemplate(name, text, kind, window)
+	p, rejected := checkQueryTemplate(name, text, kind, window)
 	if p != nil {
 		ch.templateError(path, text, p)
-	} else if warning != "" {
-		ch.warnf(path, "", "%s", warning)
+	} else if rejected != "" {
+		ch.rejectf(path, "", "%s", rejected)
 	}
 }
 
@@ -187,8 +194,11 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 		ch.errorf(KeyPath(path, "seriesQuery"), `e.g. seriesQuery: '{__name__=~"^http_requests_.*",namespace!="",pod!=""}'`,
 			"seriesQuery is required: it is the Prometheus series selector used to discover the metrics")
 	}
-	if b := checkBrackets(r.SeriesQuery); b != "" {
-		ch.warnf(KeyPath(path, "seriesQuery"), "", "seriesQuery has unbalanced brackets (%s), so Prometheus will reject it", b)
+	if strings.TrimSpace(r.SeriesQuery) != "" {
+		if err := CheckSeriesSelector(r.SeriesQuery); err != nil {
+			ch.rejectf(KeyPath(path, "seriesQuery"), `a series selector such as '{__name__=~"^http_.*",namespace!=""}'`,
+				"Prometheus would reject seriesQuery as a series selector: %v", err)
+		}
 	}
 	for j, f := range r.SeriesFilters {
 		ch.filter(IndexPath(KeyPath(path, "seriesFilters"), j), f)
@@ -197,17 +207,33 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 	ch.name(KeyPath(path, "name"), r.Name)
 	ch.fixedSeriesName(path, r)
 	qp := KeyPath(path, "metricsQuery")
-	if ch.defaulted(qp) {
+	if strings.TrimSpace(r.MetricsQuery) == "" {
 		ch.warnf(qp, "set metricsQuery explicitly",
 			"metricsQuery is not set; promscaler uses %s (prometheus-adapter would send an empty query, which Prometheus rejects)", DefaultMetricsQuery)
-	}
-	if strings.TrimSpace(r.MetricsQuery) == "" {
-		ch.warnf(qp, "set metricsQuery, or load the configuration with Parse, which defaults it",
-			"metricsQuery is empty, so every query of this rule fails")
 	} else {
 		ch.queryTemplate(qp, "metricsQuery", r.MetricsQuery, discoveryQuery, "")
 	}
+	if external {
+		ch.externalNamespace(path, r)
+	}
 	ch.quantity(KeyPath(path, "defaultValue"), r.DefaultValue)
+}
+
+// externalNamespace warns about a namespaced external rule (the default)
+// that maps no label to namespaces: a request in a namespace cannot be
+// matched to its series, so it serves nothing there.
+func (ch *checker) externalNamespace(path string, r *DiscoveryRule) {
+	m := &r.Resources
+	if !m.IsNamespaced() || m.Template != "" {
+		return
+	}
+	for _, gr := range m.Overrides {
+		if gr.Group == "" && singular(strings.ToLower(gr.Resource)) == "namespace" {
+			return
+		}
+	}
+	ch.warnf(KeyPath(path, "resources"), `map the label, e.g. resources: {overrides: {namespace: {resource: namespace}}}, or set resources.namespaced: false`,
+		"this external rule is namespaced (resources.namespaced is not false) but no label maps to namespaces, so requests in a namespace cannot select its series")
 }
 
 var (

@@ -11,7 +11,8 @@
 // rule's seriesQuery selects.
 //
 // When two rules produce the same metric for the same resource (and
-// namespace), the first rule in configuration order wins (custom rules and
-// external rules are ordered separately; within one rule, the smallest
-// series name wins); every such case is reported by Index.Conflicts.
+// namespace), the last rule in configuration order wins, as in
+// prometheus-adapter (custom rules and external rules are ordered
+// separately; within one rule, the largest series name wins); every such
+// case is reported by Index.Conflicts, naming both rules.
 package discovery

@@ -66,9 +66,10 @@ func (c *Candidate) servesNamespace(ns string, namespaced bool) bool {
 }
 
 // Conflict reports two (rule, series) pairs producing the same metric for
-// the same resource in the same scope. The winner is the first rule in
-// configuration order (for series of one rule, the smallest series name);
-// the other is shadowed there.
+// the same resource in the same scope. The winner is the last rule in
+// configuration order, as in prometheus-adapter (for series of one rule,
+// the largest series name, the last in Prometheus' answer); the other is
+// shadowed there.
 type Conflict struct {
 	// API is naming.CustomMetricsAPI or naming.ExternalMetricsAPI.
 	API string
@@ -130,11 +131,11 @@ func EmptyIndex() *Index {
 // gr in that scope.
 //
 // In a namespace where discovery saw no series of the metric yet (a
-// workload deployed into a new namespace since the last relist), the first
-// candidate in configuration order serves it: the query tells whether
-// values exist, as in prometheus-adapter, whose discovery is per metric and
-// not per namespace. Where discovery did see series, the first candidate
-// having series there serves it.
+// workload deployed into a new namespace since the last relist), the
+// winning candidate (the last rule in configuration order) serves it: the
+// query tells whether values exist, as in prometheus-adapter, whose
+// discovery is per metric and not per namespace. Where discovery did see
+// series, the winning candidate having series there serves it.
 func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry, bool) {
 	k := customKey{gr: gr, namespaced: namespace != "", metric: metric}
 	cs := x.custom[k]
@@ -150,16 +151,17 @@ func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry
 }
 
 // CustomCandidates returns every (rule, series) producing metric for gr in
-// the given scope, the winner first (configuration order). Tools use it to
+// the given scope, the winner first (the last rule in configuration order
+// first). Tools use it to
 // explain shadowing; the provider uses Custom.
 func (x *Index) CustomCandidates(gr schema.GroupResource, namespaced bool, metric string) []Candidate {
 	return slices.Clone(x.custom[customKey{gr: gr, namespaced: namespaced, metric: metric}])
 }
 
 // External returns the entry serving external metric for a request in
-// namespace: the first rule in configuration order that is not namespaced
+// namespace: the last rule in configuration order that is not namespaced
 // (resources.namespaced: false) or has series of the metric in namespace;
-// in a namespace where discovery saw no series of the metric yet, the first
+// in a namespace where discovery saw no series of the metric yet, the last
 // rule producing it (see Custom).
 func (x *Index) External(namespace, metric string) (Entry, bool) {
 	cs := x.external[metric]
@@ -175,7 +177,7 @@ func (x *Index) External(namespace, metric string) (Entry, bool) {
 }
 
 // ExternalCandidates returns every (rule, series) producing external metric,
-// in configuration order.
+// the winner first (the last rule in configuration order first).
 func (x *Index) ExternalCandidates(metric string) []Candidate {
 	return slices.Clone(x.external[metric])
 }
@@ -299,8 +301,8 @@ type nameResult struct {
 // BuildIndex builds the index of the series discovered for each rule. It is
 // pure and deterministic: the same input gives the same index whatever the
 // order of rules or series in it, because winners are chosen by
-// configuration order (custom and external rules separately by their index,
-// then by series name). Series dropped by a rule's seriesFilters or
+// configuration order (custom and external rules separately, the last rule
+// first, then the largest series name first). Series dropped by a rule's seriesFilters or
 // name.matches, and series none of whose labels maps to a resource, produce
 // nothing.
 //
@@ -539,10 +541,12 @@ func compareCandidate(a, b Candidate) int {
 	if c := cmp.Compare(a.Rule.Kind(), b.Rule.Kind()); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.Rule.Index(), b.Rule.Index()); c != 0 {
+	// The last rule wins, as in prometheus-adapter, whose registry keeps
+	// the last (rule, series) it is given for a metric.
+	if c := cmp.Compare(b.Rule.Order(), a.Rule.Order()); c != 0 {
 		return c
 	}
-	return strings.Compare(a.SeriesName, b.SeriesName)
+	return strings.Compare(b.SeriesName, a.SeriesName)
 }
 
 func compareInfo(a, b provider.CustomMetricInfo) int {

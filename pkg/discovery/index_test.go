@@ -191,16 +191,18 @@ func TestBuildIndex(t *testing.T) {
 				{GroupResource: deploys, Namespaced: true, Metric: "http_requests_per_second"},
 			},
 			wantExternal: []provider.ExternalMetricInfo{{Metric: "queue_age"}, {Metric: "queue_length"}},
+			// The last rule wins, as in prometheus-adapter; within a rule,
+			// the largest series name.
 			wantConflicts: []string{
-				`custom.metrics.k8s.io metric http_requests_per_second for namespaces is produced by rules[0] (series "http_requests_total") and rules[1] (series "http_requests_count") cluster-wide; rules[0] wins`,
-				`custom.metrics.k8s.io metric http_requests_per_second for namespaces is produced by rules[0] (series "http_requests_total") and rules[1] (series "http_requests_total") cluster-wide; rules[0] wins`,
-				`custom.metrics.k8s.io metric http_requests_per_second for pods is produced by rules[0] (series "http_requests_total") and rules[1] (series "http_requests_count") in namespaces [b]; rules[0] wins`,
-				`custom.metrics.k8s.io metric http_requests_per_second for pods is produced by rules[0] (series "http_requests_total") and rules[1] (series "http_requests_total") in namespaces [b]; rules[0] wins`,
-				`external.metrics.k8s.io metric queue_length is produced by externalRules[0] (series "queue_length") and externalRules[1] (series "queue_length") in namespaces [q1,q2]; externalRules[0] wins`,
+				`custom.metrics.k8s.io metric http_requests_per_second for namespaces is produced by rules[1] (series "http_requests_total") and rules[1] (series "http_requests_count") cluster-wide; rules[1] wins`,
+				`custom.metrics.k8s.io metric http_requests_per_second for namespaces is produced by rules[1] (series "http_requests_total") and rules[0] (series "http_requests_total") cluster-wide; rules[1] wins`,
+				`custom.metrics.k8s.io metric http_requests_per_second for pods is produced by rules[1] (series "http_requests_total") and rules[1] (series "http_requests_count") in namespaces [b]; rules[1] wins`,
+				`custom.metrics.k8s.io metric http_requests_per_second for pods is produced by rules[1] (series "http_requests_total") and rules[0] (series "http_requests_total") in namespaces [b]; rules[1] wins`,
+				`external.metrics.k8s.io metric queue_length is produced by externalRules[1] (series "queue_length") and externalRules[0] (series "queue_length") in namespaces [q1,q2]; externalRules[1] wins`,
 			},
 			lookups: []lookup{
 				{gr: pods, ns: "a", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
-				{gr: pods, ns: "b", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
+				{gr: pods, ns: "b", metric: "http_requests_per_second", want: "rules[1]/http_requests_total"},
 				{gr: pods, ns: "c", metric: "http_requests_per_second", want: "rules[1]/http_requests_count"},
 				{gr: pods, ns: "d", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"}, // new namespace: first rule
 				{gr: deploys, ns: "c", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
@@ -209,7 +211,7 @@ func TestBuildIndex(t *testing.T) {
 				{gr: pods, ns: "a", metric: "http_inflight", want: ""},
 				{gr: nodes, ns: "", metric: "node_load1", want: "rules[2]/node_load1"},
 				{gr: nodes, ns: "monitoring", metric: "node_load1", want: ""},
-				{external: true, ns: "q1", metric: "queue_length", want: "externalRules[0]/queue_length"},
+				{external: true, ns: "q1", metric: "queue_length", want: "externalRules[1]/queue_length"},
 				{external: true, ns: "zz", metric: "queue_length", want: "externalRules[1]/queue_length"},
 				{external: true, ns: "q1", metric: "queue_age", want: "externalRules[1]/queue_age"},
 				{external: true, ns: "q1", metric: "queue_size", want: ""},
@@ -294,7 +296,7 @@ func TestConflictCountAndRuleMetrics(t *testing.T) {
 	for _, c := range cs {
 		got = append(got, fmt.Sprintf("%s %v", c.Entry, c.Namespaces))
 	}
-	want := []string{`rules[0] (series "http_requests_total") [a]`, `rules[1] (series "http_requests_total") [a]`}
+	want := []string{`rules[1] (series "http_requests_total") [a]`, `rules[0] (series "http_requests_total") [a]`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("CustomCandidates (-want +got):\n%s", diff)
 	}

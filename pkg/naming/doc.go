@@ -37,13 +37,15 @@
 // It differs where prometheus-adapter is unsafe:
 //
 //   - Every value is rendered as one PromQL string literal (Go/PromQL
-//     escaping), and every value joined into a regular expression (object
-//     names, "in"/"notin" values) is escaped with regexp.QuoteMeta, so no
-//     label value, namespace or object name can change a query's meaning.
-//   - .LabelValuesByName values are regular expressions (literal values
-//     regex-escaped) already escaped for use between double quotes, as in
-//     label=~"<<index .LabelValuesByName "pod">>"; with AllObjects the
-//     resource label's entry is ".+".
+//     escaping), and every value joined into a regular expression of
+//     .LabelMatchers (object names, "in"/"notin" values) is escaped with
+//     regexp.QuoteMeta, so no label value, namespace or object name can
+//     change a query's meaning.
+//   - .LabelValuesByName values are, as in prometheus-adapter, the
+//     requested values joined with "|", not regex-escaped (so that
+//     deployment="<<index .LabelValuesByName "deployment">>" finds
+//     "api.v2"), only escaped for use between double quotes; with
+//     AllObjects the resource label's entry is ".+".
 //   - Label names are validated as Prometheus label names, series names as
 //     classic metric names; selector operators gt and lt are refused with
 //     ErrUnsupportedOperator.

@@ -47,6 +47,11 @@ func FuzzRenderQuery(f *testing.F) {
 			}
 		}
 
+		// .LabelValuesByName recovers the raw values of any name list.
+		if got, want := joinedValues(OneOf([]string{name1, name2})), name1+"|"+name2; got != want {
+			t.Fatalf("joinedValues(OneOf(%q, %q)) = %q, want %q", name1, name2, got, want)
+		}
+
 		// The fast quoting path is strconv.Quote exactly.
 		for _, v := range []string{namespace, name1, name2} {
 			if got, want := string(appendQuoted(nil, v)), strconv.Quote(v); got != want {

@@ -43,6 +43,11 @@ type CustomRequest struct {
 	// such as app="web"), so that .LabelMatchers is never empty. Names is
 	// then ignored.
 	AllObjects bool
+	// MaxBytes, when positive, bounds the query naming the objects: when
+	// it would be longer, the query is rendered as with AllObjects instead
+	// (Query.AllObjects says so), so that its length does not grow with
+	// the names.
+	MaxBytes int
 	// MetricSelector is the request's metric label selector; nil means
 	// everything.
 	MetricSelector labels.Selector
@@ -74,6 +79,10 @@ type Query struct {
 	// NamespaceLabel is the label the namespace matcher was applied to; ""
 	// when the query has no namespace matcher.
 	NamespaceLabel string
+	// AllObjects reports that the query asks for every object of the
+	// resource (CustomRequest.AllObjects, or MaxBytes exceeded): the
+	// caller keeps the objects it wants.
+	AllObjects bool
 }
 
 // allObjectsRegexp is .LabelValuesByName for the resource label of an
@@ -90,7 +99,7 @@ type renderInput struct {
 	allObjects string // resource label of an AllObjects query, if any
 }
 
-func renderQuery(t *QueryTemplate, in renderInput) (string, error) {
+func renderQuery(t *config.QueryTemplate, in renderInput) (string, error) {
 	byName := make(map[string]string, len(in.matchers))
 	for _, m := range in.matchers {
 		byName[m.Name] = labelValuesFor(m)
@@ -113,16 +122,37 @@ func renderQuery(t *QueryTemplate, in renderInput) (string, error) {
 	return t.Execute(&data)
 }
 
-// labelValuesFor is a matcher's .LabelValuesByName entry: its values as a
-// regular expression (literal values regex-escaped), escaped for use
-// between double quotes.
+// labelValuesFor is a matcher's .LabelValuesByName entry, as
+// prometheus-adapter renders it: the requested values joined with "|",
+// not regex-escaped (so that label="<<index .LabelValuesByName "l">>"
+// matches a value such as "api.v2"), only escaped for use between double
+// quotes. The =~ and !~ matchers of this package are always OneOf lists
+// (object names, "in" and "notin" values), whose values joinedValues
+// recovers exactly.
 func labelValuesFor(m Matcher) string {
 	switch m.Op {
 	case MatchRegexp, MatchNotRegexp:
-		return quoteInner(m.Value)
+		return quoteInner(joinedValues(m.Value))
 	default:
-		return quoteInner(regexp.QuoteMeta(m.Value))
+		return quoteInner(m.Value)
 	}
+}
+
+// joinedValues inverts OneOf: given OneOf(values) it returns the values
+// joined with "|", unescaped (OneOf([]string{"a.b", "c"}) is `a\.b|c`,
+// joinedValues of it is "a.b|c").
+func joinedValues(oneOf string) string {
+	if !strings.Contains(oneOf, `\`) {
+		return oneOf
+	}
+	b := make([]byte, 0, len(oneOf))
+	for i := 0; i < len(oneOf); i++ {
+		if oneOf[i] == '\\' && i+1 < len(oneOf) {
+			i++
+		}
+		b = append(b, oneOf[i])
+	}
+	return string(b)
 }
 
 // objectMatchers builds the metric-selector matchers, then the namespace

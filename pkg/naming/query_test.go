@@ -148,6 +148,10 @@ func TestRenderGolden(t *testing.T) {
 		}, CustomRequest{Series: "nginx_requests_total", Resource: ingresses, Names: []string{"shop"}}},
 		{"label-values-by-name", templateRule(labelValuesQuery),
 			CustomRequest{Series: "http_requests_total", Resource: pods, Namespace: "default", Names: []string{"web.1", "web.2"}}},
+		// prometheus-adapter's form: raw values joined with "|", so that an
+		// equality matcher finds a name with a dot.
+		{"label-values-by-name-equality", templateRule(`sum(rate(<<.Series>>{deployment="<<index .LabelValuesByName "deployment">>",namespace="<<index .LabelValuesByName "namespace">>",zone=~"<<index .LabelValuesByName "zone">>"}[1m])) by (<<.GroupBy>>)`),
+			CustomRequest{Series: "http_requests_total", Resource: deployments, Namespace: "default", Names: []string{"api.v2"}, MetricSelector: mustSelector(t, "zone in (eu.2,eu.1)")}},
 		{"label-values-by-name-all-objects", templateRule(labelValuesQuery),
 			CustomRequest{Series: "http_requests_total", Resource: pods, Namespace: "default", AllObjects: true}},
 		{"template-all-pods-matchers-first", templateRule(`sum(rate(<<.Series>>{<<.LabelMatchers>>,container!="POD"}[1m])) by (<<.GroupBy>>)`),
@@ -401,7 +405,7 @@ func TestQueryErrors(t *testing.T) {
 		}, nil, "rules[1].metricsQuery: rendering query template"},
 		{"empty output", func() (Query, error) {
 			return custom[2].QueryForSeries(CustomRequest{Series: "up", Resource: pods, Namespace: "default", Names: []string{"a"}})
-		}, ErrEmptyQuery, "rules[2].metricsQuery"},
+		}, config.ErrEmptyQuery, "rules[2].metricsQuery"},
 		{"series name that would change the query", func() (Query, error) {
 			return custom[0].QueryForSeries(CustomRequest{Series: `x{a="b"} or vector(1) #`, Resource: pods, Namespace: "abtest", Names: []string{"a"}})
 		}, ErrInvalidMetricName, `rules[0]: invalid Prometheus metric name: series "x{a=\"b\"} or vector(1) #"`},
@@ -442,13 +446,41 @@ func TestQueryErrors(t *testing.T) {
 	}
 }
 
-func TestQueryTooLong(t *testing.T) {
-	tmpl, err := ParseQueryTemplate(`<<range 1000>><<$.LabelMatchers>><<end>>`)
-	if err != nil {
-		t.Fatal(err)
+// TestQueryMaxBytes checks that a query naming objects longer than
+// MaxBytes is rendered for all objects instead, and says so.
+func TestQueryMaxBytes(t *testing.T) {
+	rule := seedRule()
+	rule.MetricsQuery = `<<.Series>>{<<.LabelMatchers>>}`
+	r := mustCompile(t, &config.Config{Rules: []config.DiscoveryRule{rule}}).CustomRules()[0]
+	names := []string{strings.Repeat("a", 40), strings.Repeat("b", 40)}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+		want     string
+		all      bool
+	}{
+		{"no bound", 0, `pm_status{namespace="ns",pod_name=~"` + names[0] + "|" + names[1] + `"}`, false},
+		{"within the bound", 200, `pm_status{namespace="ns",pod_name=~"` + names[0] + "|" + names[1] + `"}`, false},
+		{"over the bound", 60, `pm_status{namespace="ns"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := r.QueryForSeries(CustomRequest{Series: "pm_status", Resource: pods, Namespace: "ns", Names: names, MaxBytes: tc.maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Expr != tc.want || q.AllObjects != tc.all {
+				t.Errorf("QueryForSeries = %q (all objects %v), want %q (%v)", q.Expr, q.AllObjects, tc.want, tc.all)
+			}
+		})
 	}
-	if _, err := tmpl.Execute(&config.QueryTemplateData{LabelMatchers: strings.Repeat("x", 1<<20)}); err == nil || !strings.Contains(err.Error(), "query longer than") {
-		t.Errorf("runaway template: error = %v, want a length error", err)
+}
+
+// TestJoinedValues checks that joinedValues inverts OneOf for any values.
+func TestJoinedValues(t *testing.T) {
+	for _, vs := range [][]string{{"a"}, {"api.v2", "web"}, {`a|b`, `c\d`, `.*`, `(`}, {""}, {"", "x"}} {
+		if got, want := joinedValues(OneOf(vs)), strings.Join(vs, "|"); got != want {
+			t.Errorf("joinedValues(OneOf(%q)) = %q, want %q", vs, got, want)
+		}
 	}
 }
 
@@ -507,7 +539,7 @@ func TestRenderRobustOnSampleConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `s|x="y",namespace="ns",pod=~"a|b\\.c"|pod|[pod]|map[namespace:ns pod:a|b\\.c x:y]||3`
+	want := `s|x="y",namespace="ns",pod=~"a|b\\.c"|pod|[pod]|map[namespace:ns pod:a|b.c x:y]||3`
 	if q.Expr != want {
 		t.Errorf("got  %s\nwant %s", q.Expr, want)
 	}

@@ -31,8 +31,8 @@ func (r *ResourceRules) Window() string { return r.window }
 // ResourceRule is one compiled resource rule (cpu or memory).
 type ResourceRule struct {
 	path           string
-	containerQuery *QueryTemplate
-	nodeQuery      *QueryTemplate
+	containerQuery *config.QueryTemplate
+	nodeQuery      *config.QueryTemplate
 	resources      *ResourceMapper
 	containerLabel string
 	window         string
@@ -114,7 +114,7 @@ func compileResourceRule(path string, c config.ResourceRule, window string, rest
 	for _, q := range []struct {
 		field string
 		text  string
-		dst   **QueryTemplate
+		dst   **config.QueryTemplate
 	}{
 		{"containerQuery", c.ContainerQuery, &r.containerQuery},
 		{"nodeQuery", c.NodeQuery, &r.nodeQuery},
@@ -123,7 +123,7 @@ func compileResourceRule(path string, c config.ResourceRule, window string, rest
 			errs = append(errs, fmt.Errorf("%s.%s: must not be empty", path, q.field))
 			continue
 		}
-		t, err := ParseQueryTemplate(q.text)
+		t, err := config.ParseQueryTemplate(q.field, q.text)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.%s: %w", path, q.field, err))
 			continue

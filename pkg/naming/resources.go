@@ -145,7 +145,7 @@ func NewResourceMapper(cfg config.ResourceMapping, rest meta.RESTMapper) (m *Res
 }
 
 func (m *ResourceMapper) compileTemplate(text string) error {
-	t, err := template.New("resource").Delims(config.LeftDelim, config.RightDelim).Option("missingkey=zero").Parse(text)
+	t, err := config.NewTemplate("template", text)
 	if err != nil {
 		return fmt.Errorf("parsing: %w", err)
 	}

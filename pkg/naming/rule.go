@@ -58,11 +58,12 @@ func (k Kind) API() string {
 type Rule struct {
 	path         string
 	index        int
+	order        int
 	kind         Kind
 	seriesQuery  string
 	namer        *metricNamer
 	resources    *ResourceMapper
-	query        *QueryTemplate
+	query        *config.QueryTemplate
 	namespaced   bool // external rules: apply the namespace matcher
 	defaultValue *string
 	nanAsZero    bool
@@ -74,6 +75,11 @@ func (r *Rule) Path() string { return r.path }
 
 // Index returns the rule's index in its list (rules or externalRules).
 func (r *Rule) Index() int { return r.index }
+
+// Order returns the rule's place among the rules of its kind in the whole
+// configuration (every file, in order): of two rules producing the same
+// metric, the one with the larger Order is served.
+func (r *Rule) Order() int { return r.order }
 
 // Kind returns whether the rule is a custom or an external metrics rule.
 func (r *Rule) Kind() Kind { return r.kind }
@@ -150,7 +156,8 @@ func (r *Rule) LabelForResource(gr schema.GroupResource) (string, error) {
 // QueryForSeries renders the metricsQuery of a custom rule for req. The
 // .LabelMatchers are: the metric selector's matchers (sorted by label),
 // then namespace="<ns>" when req.Namespace is set, then the resource
-// matcher; .GroupBy is the resource's label.
+// matcher; .GroupBy is the resource's label. When the query naming the
+// objects is longer than req.MaxBytes, it is rendered for all objects.
 func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if r.kind != KindCustom {
 		return Query{}, fmt.Errorf("%s: QueryForSeries called on an external rule", r.path)
@@ -158,6 +165,16 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if err := checkSeriesName(req.Series); err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
+	q, err := r.queryForSeries(req)
+	if err == nil && req.MaxBytes > 0 && !req.AllObjects && len(q.Expr) > req.MaxBytes {
+		// Few but long names (or a template repeating the matchers).
+		req.AllObjects = true
+		q, err = r.queryForSeries(req)
+	}
+	return q, err
+}
+
+func (r *Rule) queryForSeries(req CustomRequest) (Query, error) {
 	ms, resLabel, nsLabel, err := objectMatchers(r.resources, req.MetricSelector, req.Resource, req.Namespace, req.Names, req.AllObjects)
 	if err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
@@ -170,7 +187,7 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if err != nil {
 		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
 	}
-	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel}, nil
+	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel, AllObjects: req.AllObjects}, nil
 }
 
 // QueryForExternalSeries renders the metricsQuery of an external rule for
@@ -211,6 +228,7 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 	r := &Rule{
 		path:         path,
 		index:        index,
+		order:        index,
 		kind:         kind,
 		seriesQuery:  cfg.SeriesQuery,
 		namespaced:   true,
@@ -237,13 +255,7 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		warnings = append(warnings, path+".resources."+w)
 	}
 	r.resources = res
-	if res != nil && !res.HasTemplate() && len(cfg.Resources.Overrides) == 0 && kind == KindCustom {
-		warnings = append(warnings, path+".resources: no template and no overrides: no label maps to a resource, so the rule serves no metric")
-	}
-	if strings.TrimSpace(cfg.MetricsQuery) == "" {
-		warnings = append(warnings, fmt.Sprintf("%s.metricsQuery: empty: using %q", path, config.DefaultMetricsQuery))
-	}
-	if q, err := ParseQueryTemplate(cfg.MetricsQueryOrDefault()); err != nil {
+	if q, err := config.ParseQueryTemplate("metricsQuery", cfg.MetricsQueryOrDefault()); err != nil {
 		errs = append(errs, fmt.Errorf("%s.metricsQuery: %w", path, err))
 	} else {
 		r.query = q

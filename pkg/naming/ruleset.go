@@ -147,7 +147,7 @@ func (s *RuleSet) ForgetUnresolved() {
 type ExternalQuery struct {
 	path         string
 	name         string
-	query        *QueryTemplate
+	query        *config.QueryTemplate
 	nsLabel      string // "" when not namespaced
 	defaultValue *string
 	nanAsZero    bool
@@ -166,7 +166,7 @@ func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error)
 			errs = append(errs, fmt.Errorf("%s.namespaceLabel: %w", path, err))
 		}
 	}
-	t, err := ParseQueryTemplate(c.Query)
+	t, err := config.ParseQueryTemplate("query", c.Query)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%s.query: %w", path, err))
 	}

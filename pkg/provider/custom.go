@@ -244,21 +244,15 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 // the names; the caller keeps the names it wants. index, when not nil,
 // returns the index of the names (kept with them by the object cache).
 func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
-	req := naming.CustomRequest{
+	q, err := t.entry.Rule.QueryForSeries(naming.CustomRequest{
 		Series:         t.entry.SeriesName,
 		Resource:       t.gr(),
 		Namespace:      namespace,
 		Names:          names,
 		MetricSelector: metricSelector,
 		AllObjects:     len(names) > p.maxNames,
-	}
-	q, err := t.entry.Rule.QueryForSeries(req)
-	if err == nil && !req.AllObjects && len(q.Expr) > p.maxBytes {
-		// Few but long names (or a template repeating the matchers):
-		// ask for every object rather than send a long query.
-		req.AllObjects = true
-		q, err = t.entry.Rule.QueryForSeries(req)
-	}
+		MaxBytes:       p.maxBytes,
+	})
 	if err != nil {
 		return nil, renderError(t.what(), err)
 	}
@@ -290,7 +284,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		}
 	}
 	klog.V(4).InfoS("Custom metrics query", "metric", t.metric, "resource", t.gr(), "namespace", namespace,
-		"objects", len(names), "allObjects", req.AllObjects, "rule", t.entry.Rule.Path(),
+		"objects", len(names), "allObjects", q.AllObjects, "rule", t.entry.Rule.Path(),
 		"queryBytes", len(q.Expr), "samples", n, "duration", time.Since(start))
 	return m.found, nil
 }

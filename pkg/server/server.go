@@ -290,6 +290,11 @@ func (c *Config) Complete() (*Server, error) {
 				if err != nil {
 					return err
 				}
+				if errs := rules.QueryErrors(); len(errs) > 0 {
+					// Loaded at startup (as prometheus-adapter does), but
+					// never swapped in for rules that work.
+					return errs
+				}
 				if providers.ApplyConfig == nil {
 					return errors.New("the metrics providers cannot change rules without a restart")
 				}
@@ -348,6 +353,9 @@ func withItemPool(next http.Handler) http.Handler {
 func logConfigWarnings(cfg *config.Config) {
 	for _, w := range cfg.Warnings() {
 		klog.InfoS("Configuration warning", "warning", w.Error())
+	}
+	for _, e := range cfg.QueryErrors() {
+		klog.ErrorS(e, "Configuration error: loaded anyway, as prometheus-adapter does, but this rule's queries will fail")
 	}
 }
 

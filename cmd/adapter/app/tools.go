@@ -110,6 +110,9 @@ func loadRules(path string, mapper meta.RESTMapper, t toolIO) (*config.Config, *
 	for _, w := range cfg.Warnings() {
 		t.errorf("warning: %s", w)
 	}
+	for _, e := range cfg.QueryErrors() {
+		t.errorf("error: %s", e)
+	}
 	rs, err := naming.Compile(cfg, mapper)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -220,6 +223,11 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	if *seriesPath == "" {
 		for _, line := range summarizeConfig(cfg, rs) {
 			fmt.Fprintln(stdout, line)
+		}
+		if len(cfg.QueryErrors()) > 0 {
+			// The adapter loads such a file, but a query Prometheus
+			// rejects is not a working rule.
+			return exitFail
 		}
 		return exitOK
 	}
