@@ -1,11 +1,16 @@
-// Package reload watches the adapter's configuration file and hands each new
-// version to a callback. It polls the file's content (a hash of it), which
+// Package reload watches the adapter's configuration sources (files and
+// directories of files, as given to --config) and hands each new set of
+// files to a callback. It polls the files' content (a hash of each), which
 // follows a Kubernetes ConfigMap's atomic "..data" symlink swap as well as
-// in-place edits, and needs no inotify. A new version is applied once two
-// consecutive polls read the same content, so a file caught half-written by
-// a non-atomic edit is never applied. A version the callback rejects is
-// logged and counted once; the previously applied configuration stays in
-// service until a valid version appears.
+// in-place edits, and needs no inotify. A change (a file edited, added to or
+// removed from a directory) is applied once two consecutive polls see the
+// same content, so a file caught half-written by a non-atomic edit is never
+// applied.
+//
+// Each file is applied on its own: the callback receives every file in
+// service with only that file changed. When it refuses the change, the
+// file's previous version (its last good rules) stays in service, the
+// failure is logged and counted once, and the other files are unaffected.
 package reload
 
 import (
@@ -13,32 +18,41 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/config"
 )
 
 // DefaultInterval is the polling interval when Config.Interval is zero.
 const DefaultInterval = 10 * time.Second
 
-// ApplyFunc validates and installs a new version of the configuration file.
-// It returns an error, and changes nothing, when data is not a valid
-// configuration.
-type ApplyFunc func(ctx context.Context, data []byte) error
+// File is one configuration file and its content.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// ApplyFunc validates and installs a new set of configuration files (every
+// file in service, in source order), in which only the file named changed
+// differs from the set in service (it may be absent: removed). It returns
+// an error, and changes nothing, when they are not a valid configuration.
+type ApplyFunc func(ctx context.Context, files []File, changed string) error
 
 // Config configures a Watcher.
 type Config struct {
-	// Path is the configuration file (possibly a symlink into a ConfigMap
-	// volume's "..data" directory).
-	Path string
-	// Interval between two reads of the file. Zero means DefaultInterval.
+	// Sources are the configuration files and directories (see
+	// config.ListFiles), possibly symlinks into a ConfigMap volume.
+	Sources []string
+	// Interval between two reads of the files. Zero means DefaultInterval.
 	Interval time.Duration
-	// Apply receives each new version of the file.
+	// Apply receives each new set of files.
 	Apply ApplyFunc
 	// Metrics receives the reload counters. Required.
 	Metrics *metrics.Metrics
@@ -46,28 +60,58 @@ type Config struct {
 	Clock clock.WithTicker
 }
 
-// Watcher polls a configuration file and applies new versions.
-type Watcher struct {
-	path     string
-	interval time.Duration
-	apply    ApplyFunc
-	metrics  *metrics.Metrics
-	clock    clock.WithTicker
-
-	mu       sync.Mutex
-	applied  [sha256.Size]byte // content currently in service
-	primed   bool
-	rejected [sha256.Size]byte // last content the callback refused
-	pending  [sha256.Size]byte // new content seen once, applied if seen again
+// fileState is what the watcher knows of one file.
+type fileState struct {
+	data     []byte // content in service; nil when not in service
+	inUse    bool
+	pending  [sha256.Size]byte // content seen once, applied if seen again
 	hasPend  bool
+	rejected [sha256.Size]byte // last content the callback refused
+	hasRej   bool
 	readErr  string // last read error reported, to report it once
 }
 
-// New returns a Watcher for cfg. Call Prime with the content loaded at
+// Watcher polls configuration sources and applies new versions of their
+// files.
+type Watcher struct {
+	sources  []string
+	interval time.Duration
+	apply    ApplyFunc
+	metrics  *metrics.Metrics
+	rejected *prometheus.GaugeVec
+	clock    clock.WithTicker
+
+	mu      sync.Mutex
+	order   []string // files in service, in source order
+	files   map[string]*fileState
+	listErr string
+}
+
+// rejectedGauge is promscaler_config_file_rejected{file}: 1 while the
+// file's newest content is refused and its previous version serves.
+func rejectedGauge(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "promscaler",
+		Name:      "config_file_rejected",
+		Help:      "1 while the newest content of a configuration file is refused (its previous version stays in service), else 0. Labels: file.",
+	}, []string{"file"})
+	if err := reg.Register(g); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.GaugeVec); ok {
+				return existing, nil
+			}
+		}
+		return nil, fmt.Errorf("config reload: registering its metric: %w", err)
+	}
+	return g, nil
+}
+
+// New returns a Watcher for cfg. Call Prime with the files loaded at
 // startup, then Run.
 func New(cfg Config) (*Watcher, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("config reload: no file path")
+	if len(cfg.Sources) == 0 {
+		return nil, errors.New("config reload: no configuration source")
 	}
 	if cfg.Apply == nil {
 		return nil, errors.New("config reload: no apply function")
@@ -78,7 +122,14 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Interval < 0 {
 		return nil, fmt.Errorf("config reload: negative interval %v", cfg.Interval)
 	}
-	w := &Watcher{path: cfg.Path, interval: cfg.Interval, apply: cfg.Apply, metrics: cfg.Metrics, clock: cfg.Clock}
+	g, err := rejectedGauge(cfg.Metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		sources: slices.Clone(cfg.Sources), interval: cfg.Interval, apply: cfg.Apply,
+		metrics: cfg.Metrics, rejected: g, clock: cfg.Clock, files: map[string]*fileState{},
+	}
 	if w.interval == 0 {
 		w.interval = DefaultInterval
 	}
@@ -88,19 +139,41 @@ func New(cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
-// Prime records data as the version already in service (loaded at startup),
-// so that the first poll does not apply it a second time.
-func (w *Watcher) Prime(data []byte) {
+// Read lists the files of sources (config.ListFiles) and reads them.
+func Read(sources []string) ([]File, error) {
+	paths, err := config.ListFiles(sources)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]File, 0, len(paths))
+	for _, p := range paths {
+		data, err := config.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, File{Path: p, Data: data})
+	}
+	return out, nil
+}
+
+// Prime records files as the versions already in service (loaded at
+// startup), so that the first poll does not apply them a second time.
+func (w *Watcher) Prime(files []File) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.applied, w.primed = sha256.Sum256(data), true
+	w.order = w.order[:0]
+	for _, f := range files {
+		w.order = append(w.order, f.Path)
+		w.files[f.Path] = &fileState{data: f.Data, inUse: true}
+		w.rejected.WithLabelValues(f.Path).Set(0)
+	}
 	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
 	w.metrics.ConfigLastReloadSuccessful.Set(1)
 }
 
-// Run polls the file every interval until ctx ends.
+// Run polls the files every interval until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
-	klog.InfoS("Watching the configuration file for changes", "path", w.path, "interval", w.interval)
+	klog.InfoS("Watching the configuration for changes", "sources", w.sources, "interval", w.interval)
 	t := w.clock.NewTicker(w.interval)
 	defer t.Stop()
 	for {
@@ -113,60 +186,184 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// Check reads the file once. When its content differs from the version in
-// service and from the last rejected one, and the previous Check read the
-// same content (it is not being written), it applies it. It reports whether
-// a new version was applied, and the error (read or apply) if one occurred.
-// Errors are logged and counted here; callers need not log them again.
+// change is one settled change of one file: new content, or removal
+// (data nil).
+type change struct {
+	path string
+	data []byte
+	sum  [sha256.Size]byte
+}
+
+// Check reads the sources once and applies, one file at a time, every
+// change that the previous Check saw too (it is not being written). It
+// reports whether something was applied, and the errors (listing, reading,
+// applying) that occurred, joined. Errors are logged and counted here;
+// callers need not log them again.
 func (w *Watcher) Check(ctx context.Context) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 
-	data, err := os.ReadFile(w.path)
+	paths, err := config.ListFiles(w.sources)
 	if err != nil {
-		err = fmt.Errorf("reading configuration file %s: %w", w.path, err)
-		if err.Error() != w.readErr {
-			// Reported once per distinct problem, not on every poll.
-			w.readErr = err.Error()
-			w.fail(err)
+		// A source is missing: keep everything in service.
+		if err.Error() != w.listErr {
+			w.listErr = err.Error()
+			w.fail("", err)
 		}
 		return false, err
 	}
-	w.readErr = ""
+	w.listErr = ""
 
-	sum := sha256.Sum256(data)
-	switch {
-	case w.primed && sum == w.applied:
-		// Unchanged, or reverted to the version in service after a
-		// rejected edit: the serving configuration is current again.
-		w.rejected, w.hasPend = [sha256.Size]byte{}, false
+	var changes []change
+	var errs []error
+	listed := map[string]bool{}
+	for _, p := range paths {
+		listed[p] = true
+		st := w.state(p)
+		data, err := config.ReadFile(p)
+		if err != nil {
+			err = fmt.Errorf("reading configuration file %s: %w", p, err)
+			if err.Error() != st.readErr {
+				// Reported once per distinct problem, not on every poll.
+				st.readErr = err.Error()
+				w.fail(p, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		st.readErr = ""
+		if c, ok := w.settled(p, st, data); ok {
+			changes = append(changes, c)
+		}
+	}
+	// Files no longer listed (removed from a directory) leave service
+	// once two polls agree.
+	for _, p := range slices.Clone(w.order) {
+		if !listed[p] {
+			if c, ok := w.settled(p, w.files[p], nil); ok {
+				changes = append(changes, c)
+			}
+		}
+	}
+
+	for p, st := range w.files {
+		if !listed[p] && !st.inUse {
+			// Gone before it was ever in service.
+			delete(w.files, p)
+			w.rejected.DeleteLabelValues(p)
+		}
+	}
+
+	applied := false
+	for _, c := range changes {
+		if err := w.applyChange(ctx, c, paths); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		applied = true
+	}
+	if !w.anyRejected() {
 		w.metrics.ConfigLastReloadSuccessful.Set(1)
-		return false, nil
-	case sum == w.rejected:
-		return false, nil
-	case !w.hasPend || sum != w.pending:
-		// First sight of this content: wait one poll for it to settle.
-		w.pending, w.hasPend = sum, true
-		return false, nil
 	}
-	w.hasPend = false
-
-	if err := w.apply(ctx, data); err != nil {
-		w.rejected = sum
-		err = fmt.Errorf("new configuration in %s rejected, the previous one stays in service: %w", w.path, err)
-		w.fail(err)
-		return false, err
-	}
-	w.applied, w.primed, w.rejected = sum, true, [sha256.Size]byte{}
-	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeSuccess).Inc()
-	w.metrics.ConfigLastReloadSuccessful.Set(1)
-	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
-	klog.InfoS("Configuration reloaded", "path", w.path, "sha256", fmt.Sprintf("%x", sum[:8]))
-	return true, nil
+	return applied, errors.Join(errs...)
 }
 
-func (w *Watcher) fail(err error) {
+func (w *Watcher) state(p string) *fileState {
+	st, ok := w.files[p]
+	if !ok {
+		st = &fileState{}
+		w.files[p] = st
+	}
+	return st
+}
+
+// settled reports whether data (nil: the file is gone) is a change of the
+// file that the previous poll saw too.
+func (w *Watcher) settled(p string, st *fileState, data []byte) (change, bool) {
+	var sum [sha256.Size]byte
+	if data != nil {
+		sum = sha256.Sum256(data)
+	}
+	inService := st.inUse && data != nil && sum == sha256.Sum256(st.data)
+	switch {
+	case inService || (!st.inUse && data == nil):
+		// Unchanged, or reverted to the version in service after a
+		// rejected edit: that file is current again.
+		st.hasRej, st.hasPend = false, false
+		w.rejected.WithLabelValues(p).Set(0)
+		return change{}, false
+	case st.hasRej && sum == st.rejected:
+		return change{}, false
+	case !st.hasPend || sum != st.pending:
+		// First sight of this content: wait one poll for it to settle.
+		st.pending, st.hasPend = sum, true
+		return change{}, false
+	}
+	st.hasPend = false
+	return change{path: p, data: data, sum: sum}, true
+}
+
+// applyChange offers the files in service with c applied; on success it
+// is in service, else c's file keeps its previous version.
+func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) error {
+	st := w.files[c.path]
+	var next []File
+	var order []string
+	// Files in service that are no longer listed stay until their own
+	// removal is applied.
+	candidates := slices.Clone(listed)
+	for _, p := range w.order {
+		if !slices.Contains(listed, p) {
+			candidates = append(candidates, p)
+		}
+	}
+	for _, p := range candidates {
+		data := w.files[p].data
+		inUse := w.files[p].inUse
+		if p == c.path {
+			data, inUse = c.data, c.data != nil
+		}
+		if inUse {
+			next = append(next, File{Path: p, Data: data})
+			order = append(order, p)
+		}
+	}
+	if err := w.apply(ctx, next, c.path); err != nil {
+		st.rejected, st.hasRej = c.sum, true
+		what := "new version of"
+		if c.data == nil {
+			what = "removal of"
+		}
+		err = fmt.Errorf("%s configuration file %s rejected, its previous version stays in service: %w", what, c.path, err)
+		w.rejected.WithLabelValues(c.path).Set(1)
+		w.fail(c.path, err)
+		return err
+	}
+	st.data, st.inUse, st.hasRej = c.data, c.data != nil, false
+	if c.data == nil {
+		delete(w.files, c.path)
+		w.rejected.DeleteLabelValues(c.path)
+	} else {
+		w.rejected.WithLabelValues(c.path).Set(0)
+	}
+	w.order = order
+	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeSuccess).Inc()
+	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
+	klog.InfoS("Configuration reloaded", "file", c.path, "removed", c.data == nil, "sha256", fmt.Sprintf("%x", c.sum[:8]), "files", len(next))
+	return nil
+}
+
+func (w *Watcher) anyRejected() bool {
+	for _, st := range w.files {
+		if st.hasRej || st.readErr != "" {
+			return true
+		}
+	}
+	return w.listErr != ""
+}
+
+func (w *Watcher) fail(file string, err error) {
 	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeFailure).Inc()
 	w.metrics.ConfigLastReloadSuccessful.Set(0)
-	klog.ErrorS(err, "Configuration reload failed", "path", w.path)
+	klog.ErrorS(err, "Configuration reload failed", "file", file)
 }

@@ -75,21 +75,28 @@ func (c *configMapDir) swap(content string) {
 	}
 }
 
-// recorder is an ApplyFunc that accepts content not containing "invalid".
+// recorder is an ApplyFunc over one-file sets that accepts content not
+// containing "invalid", recording the changed file's content.
 type recorder struct {
 	mu      sync.Mutex
 	applied []string
 	calls   int
 }
 
-func (r *recorder) apply(_ context.Context, data []byte) error {
+func (r *recorder) apply(_ context.Context, files []File, changed string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
-	if strings.Contains(string(data), "invalid") {
-		return errors.New("rules[0].seriesQuery: empty")
+	for _, f := range files {
+		if strings.Contains(string(f.Data), "invalid") {
+			return errors.New("rules[0].seriesQuery: empty")
+		}
 	}
-	r.applied = append(r.applied, string(data))
+	for _, f := range files {
+		if f.Path == changed {
+			r.applied = append(r.applied, string(f.Data))
+		}
+	}
 	return nil
 }
 
@@ -99,15 +106,17 @@ func (r *recorder) snapshot() ([]string, int) {
 	return append([]string(nil), r.applied...), r.calls
 }
 
+func one(path, data string) []File { return []File{{Path: path, Data: []byte(data)}} }
+
 func TestConfigMapSwap(t *testing.T) {
 	cm := newConfigMapDir(t, "v1")
 	m := metrics.New()
 	rec := &recorder{}
-	w, err := New(Config{Path: cm.path(), Apply: rec.apply, Metrics: m})
+	w, err := New(Config{Sources: []string{cm.path()}, Apply: rec.apply, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Prime([]byte("v1"))
+	w.Prime(one(cm.path(), "v1"))
 	ctx := context.Background()
 
 	type step struct {
@@ -157,16 +166,16 @@ func TestConfigMapSwap(t *testing.T) {
 
 func TestErrorMessageNamesFileAndCause(t *testing.T) {
 	cm := newConfigMapDir(t, "v1")
-	w, err := New(Config{Path: cm.path(), Apply: (&recorder{}).apply, Metrics: metrics.New()})
+	w, err := New(Config{Sources: []string{cm.path()}, Apply: (&recorder{}).apply, Metrics: metrics.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Prime([]byte("v1"))
+	w.Prime(one(cm.path(), "v1"))
 	cm.swap("invalid")
 	_, _ = w.Check(context.Background())
 	_, err = w.Check(context.Background())
 	if err == nil || !strings.Contains(err.Error(), cm.path()) || !strings.Contains(err.Error(), "rules[0].seriesQuery") ||
-		!strings.Contains(err.Error(), "previous one stays in service") {
+		!strings.Contains(err.Error(), "previous version stays in service") {
 		t.Errorf("error %v does not name the file, the cause and the consequence", err)
 	}
 }
@@ -176,11 +185,11 @@ func TestMissingFileReportedOnce(t *testing.T) {
 	path := filepath.Join(dir, "config.yaml")
 	m := metrics.New()
 	rec := &recorder{}
-	w, err := New(Config{Path: path, Apply: rec.apply, Metrics: m})
+	w, err := New(Config{Sources: []string{path}, Apply: rec.apply, Metrics: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Prime([]byte("v1"))
+	w.Prime(one(path, "v1"))
 	for range 3 {
 		if _, err := w.Check(context.Background()); err == nil {
 			t.Fatal("want an error for a missing file")
@@ -204,7 +213,7 @@ func TestInPlaceEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	w, err := New(Config{Path: path, Apply: rec.apply, Metrics: metrics.New()})
+	w, err := New(Config{Sources: []string{path}, Apply: rec.apply, Metrics: metrics.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +248,11 @@ func TestHalfWrittenFileIsNotApplied(t *testing.T) {
 	}
 	write("v1")
 	rec := &recorder{}
-	w, err := New(Config{Path: path, Apply: rec.apply, Metrics: metrics.New()})
+	w, err := New(Config{Sources: []string{path}, Apply: rec.apply, Metrics: metrics.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Prime([]byte("v1"))
+	w.Prime(one(path, "v1"))
 	ctx := context.Background()
 	// An editor truncates, then writes: the poll in between sees "" (a
 	// valid, empty configuration) and must not apply it.
@@ -269,11 +278,11 @@ func TestRunPollsOnTheClock(t *testing.T) {
 	cm := newConfigMapDir(t, "v1")
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := &recorder{}
-	w, err := New(Config{Path: cm.path(), Apply: rec.apply, Metrics: metrics.New(), Clock: clk, Interval: 5 * time.Second})
+	w, err := New(Config{Sources: []string{cm.path()}, Apply: rec.apply, Metrics: metrics.New(), Clock: clk, Interval: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Prime([]byte("v1"))
+	w.Prime(one(cm.path(), "v1"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -309,10 +318,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{name: "no path", cfg: Config{Apply: apply, Metrics: m}},
-		{name: "no apply", cfg: Config{Path: "x", Metrics: m}},
-		{name: "no metrics", cfg: Config{Path: "x", Apply: apply}},
-		{name: "negative interval", cfg: Config{Path: "x", Apply: apply, Metrics: m, Interval: -time.Second}},
+		{name: "no source", cfg: Config{Apply: apply, Metrics: m}},
+		{name: "no apply", cfg: Config{Sources: []string{"x"}, Metrics: m}},
+		{name: "no metrics", cfg: Config{Sources: []string{"x"}, Apply: apply}},
+		{name: "negative interval", cfg: Config{Sources: []string{"x"}, Apply: apply, Metrics: m, Interval: -time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

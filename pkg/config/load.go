@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -21,17 +20,9 @@ const maxFileSize = 16 << 20
 // errors are an ErrorList (see Parse) or an I/O error wrapping the
 // os error.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading configuration: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading configuration %s: %w", path, err)
-	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("reading configuration %s: larger than %d bytes", path, maxFileSize)
+		return nil, err
 	}
 	return Parse(data, path)
 }

@@ -15,6 +15,7 @@ import (
 // external queries and resource rules. It is immutable and safe for
 // concurrent use; a configuration reload compiles a new RuleSet.
 type RuleSet struct {
+	file            string // the configuration file, "" when built in code
 	custom          []*Rule
 	external        []*Rule
 	externalQueries []*ExternalQuery
@@ -37,6 +38,9 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 		return nil, errors.New("no RESTMapper")
 	}
 	s := &RuleSet{}
+	if cfg.Source != nil {
+		s.file = cfg.Source.File
+	}
 	var errs []error
 	for i, rc := range cfg.Rules {
 		r, w, err := compileRule(KindCustom, i, rc, mapper)
@@ -86,6 +90,67 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Merge joins the rule sets of several configuration files, in order, into
+// one: the rules of a later set come after those of an earlier one (see
+// Rule.Order: of two rules producing the same metric, the later one is
+// served). With more than one set, every path is prefixed with its file
+// ("rules.d/team-a.yaml:rules[0]"), so that logs, conflicts and metrics
+// name the place. Two externalQueries entries with the same name, or
+// resourceRules in two files, are errors naming both places. The sets are
+// not modified.
+func Merge(sets []*RuleSet) (*RuleSet, error) {
+	if len(sets) == 1 {
+		return sets[0], nil
+	}
+	out := &RuleSet{}
+	var errs []error
+	where := func(s *RuleSet, path string) string {
+		if s.file == "" {
+			return path
+		}
+		return s.file + ":" + path
+	}
+	queries := map[string]string{}
+	resourceFrom := ""
+	for _, s := range sets {
+		for _, r := range s.custom {
+			c := *r
+			c.path, c.order = where(s, r.path), len(out.custom)
+			out.custom = append(out.custom, &c)
+		}
+		for _, r := range s.external {
+			c := *r
+			c.path, c.order = where(s, r.path), len(out.external)
+			out.external = append(out.external, &c)
+		}
+		for _, q := range s.externalQueries {
+			c := *q
+			c.path = where(s, q.path)
+			if prev, dup := queries[c.name]; dup {
+				errs = append(errs, fmt.Errorf("%s.name: %q is already served by %s", c.path, c.name, prev))
+				continue
+			}
+			queries[c.name] = c.path
+			out.externalQueries = append(out.externalQueries, &c)
+		}
+		if s.resource != nil {
+			if resourceFrom != "" {
+				errs = append(errs, fmt.Errorf("%s: resourceRules are already set by %s; only one file may set them", where(s, "resourceRules"), resourceFrom))
+			} else {
+				resourceFrom = where(s, "resourceRules")
+				out.resource = s.resource
+			}
+		}
+		for _, w := range s.warnings {
+			out.warnings = append(out.warnings, where(s, w))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // CustomRules returns the compiled rules (custom.metrics.k8s.io), in

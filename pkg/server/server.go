@@ -282,11 +282,14 @@ func (c *Config) Complete() (*Server, error) {
 	if c.ConfigReloadInterval > 0 {
 		path := c.RulesFile
 		s.watcher, err = reload.New(reload.Config{
-			Path:     path,
+			Sources:  []string{path},
 			Interval: c.ConfigReloadInterval,
 			Metrics:  m,
-			Apply: func(_ context.Context, data []byte) error {
-				rules, err := config.Parse(data, path)
+			Apply: func(_ context.Context, files []reload.File, _ string) error {
+				if len(files) != 1 {
+					return fmt.Errorf("the rules file %s is gone", path)
+				}
+				rules, err := config.Parse(files[0].Data, path)
 				if err != nil {
 					return err
 				}
@@ -308,7 +311,7 @@ func (c *Config) Complete() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.watcher.Prime(rulesData)
+		s.watcher.Prime([]reload.File{{Path: path, Data: rulesData}})
 	}
 	return s, nil
 }

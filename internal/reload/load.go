@@ -1,0 +1,101 @@
+package reload
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+// Rules is a loaded configuration: every file parsed and the rules of all
+// of them compiled into one set.
+type Rules struct {
+	// Configs are the parsed files, in source order.
+	Configs []*config.Config
+	// Set is every file's rules, merged (naming.Merge).
+	Set *naming.RuleSet
+	// Warnings are the files' warnings, the queries Prometheus would
+	// reject that were loaded anyway, and compile warnings, each naming
+	// its file.
+	Warnings []string
+}
+
+// HasResourceRules reports whether one of the files sets resourceRules.
+func (r *Rules) HasResourceRules() bool { return r.Set.ResourceRules() != nil }
+
+// Load parses every file, compiles it against mapper and merges the rules.
+// A file that does not parse or compile is an error naming its file, line
+// and rule. A query Prometheus would reject (config.Config.QueryErrors) is
+// an error in a file for which strict returns true, and a warning in the
+// others: the adapter loads such a file at startup, as prometheus-adapter
+// does (strict with --strict), and refuses it on reload (strict for the
+// file that changed).
+func Load(files []File, mapper meta.RESTMapper, strict func(path string) bool) (*Rules, error) {
+	out := &Rules{}
+	sets := make([]*naming.RuleSet, 0, len(files))
+	var errs []error
+	for _, f := range files {
+		cfg, err := config.Parse(f.Data, f.Path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, w := range cfg.Warnings() {
+			out.Warnings = append(out.Warnings, w.Error())
+		}
+		if qerrs := cfg.QueryErrors(); len(qerrs) > 0 {
+			if strict != nil && strict(f.Path) {
+				errs = append(errs, qerrs)
+				continue
+			}
+			for _, e := range qerrs {
+				out.Warnings = append(out.Warnings, "loaded anyway, its queries will fail: "+e.Error())
+			}
+		}
+		rs, err := naming.Compile(cfg, mapper)
+		if err != nil {
+			errs = append(errs, fileError(f.Path, err))
+			continue
+		}
+		out.Configs = append(out.Configs, cfg)
+		sets = append(sets, rs)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	set, err := naming.Merge(sets)
+	if err != nil {
+		return nil, err
+	}
+	out.Set = set
+	out.Warnings = append(out.Warnings, set.Warnings()...)
+	if len(files) == 1 {
+		// A single file's compile warnings do not name it yet.
+		for i := len(out.Warnings) - len(set.Warnings()); i < len(out.Warnings); i++ {
+			out.Warnings[i] = files[0].Path + ": " + out.Warnings[i]
+		}
+	}
+	return out, nil
+}
+
+// fileError prefixes each line of a compile error (which names the rule)
+// with the file.
+func fileError(path string, err error) error {
+	var lines []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			lines = append(lines, fmt.Errorf("%s: %w", path, e))
+		}
+		return errors.Join(lines...)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// Strict returns a strict function for Load: true for every file when all
+// is set, else only for the file named changed.
+func Strict(all bool, changed string) func(string) bool {
+	return func(p string) bool { return all || p == changed }
+}
