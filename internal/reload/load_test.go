@@ -58,6 +58,27 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
+// startWatcher loads sources as the adapter does at startup and returns
+// the server, its metrics and a watcher primed with what was loaded.
+func startWatcher(t *testing.T, sources ...string) (*server, *metrics.Metrics, *Watcher) {
+	t.Helper()
+	files, err := Read(sources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{}
+	if err := srv.apply(context.Background(), files, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	w, err := New(Config{Sources: sources, Apply: srv.apply, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Prime(files)
+	return srv, m, w
+}
+
 // checkTwice polls twice: a change is applied on the second poll seeing it.
 func checkTwice(t *testing.T, w *Watcher) error {
 	t.Helper()
@@ -73,23 +94,10 @@ func TestReloadKeepsRuleWithQueryPrometheusRejects(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	good := ruleFile("queue_depth", "sum(<<.Series>>{<<.LabelMatchers>>})")
 	write(t, path, good)
-	files, err := Read([]string{path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &server{}
-	if err := srv.apply(context.Background(), files, ""); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	w, err := New(Config{Sources: []string{path}, Apply: srv.apply, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Prime(files)
+	srv, m, w := startWatcher(t, path)
 
 	write(t, path, ruleFile("queue_depth", "sum(<<.Series>>{<<.LabelMatchers>>)"))
-	err = checkTwice(t, w)
+	err := checkTwice(t, w)
 	if err == nil || !strings.Contains(err.Error(), path+":4:") || !strings.Contains(err.Error(), "Prometheus would reject") {
 		t.Errorf("reload error = %v, want the file:line and why Prometheus rejects it", err)
 	}
@@ -131,20 +139,7 @@ func TestDirectoryFilesReloadOnTheirOwn(t *testing.T) {
 	write(t, a, ruleFile("a_total", "sum(<<.Series>>)"))
 	write(t, b, ruleFile("b_total", "sum(<<.Series>>)"))
 	write(t, filepath.Join(dir, "notes.txt"), "not a configuration")
-	files, err := Read([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &server{}
-	if err := srv.apply(context.Background(), files, ""); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	w, err := New(Config{Sources: []string{dir}, Apply: srv.apply, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Prime(files)
+	srv, m, w := startWatcher(t, dir)
 
 	steps := []struct {
 		name    string

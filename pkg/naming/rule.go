@@ -56,6 +56,7 @@ func (k Kind) API() string {
 // query template. A Rule is immutable (apart from ResourceMapper's memo)
 // and safe for concurrent use.
 type Rule struct {
+	file         string // configuration file, "" when built in code
 	path         string
 	index        int
 	order        int
@@ -73,7 +74,12 @@ type Rule struct {
 // "externalRules[0]"; use it in logs and errors.
 func (r *Rule) Path() string { return r.path }
 
-// Index returns the rule's index in its list (rules or externalRules).
+// File returns the configuration file the rule comes from ("" for a
+// configuration built in code).
+func (r *Rule) File() string { return r.file }
+
+// Index returns the rule's index in its list (rules or externalRules) in
+// its file.
 func (r *Rule) Index() int { return r.index }
 
 // Order returns the rule's place among the rules of its kind in the whole

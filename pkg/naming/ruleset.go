@@ -50,6 +50,7 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			continue
 		}
 		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
+		r.file = s.file
 		s.custom = append(s.custom, r)
 	}
 	for i, rc := range cfg.ExternalRules {
@@ -60,6 +61,7 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			continue
 		}
 		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
+		r.file = s.file
 		s.external = append(s.external, r)
 	}
 	seen := make(map[string]string, len(cfg.ExternalQueries))

@@ -20,6 +20,7 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
@@ -38,7 +39,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
-	rules, err := compileRules(deps.Config, mapper)
+	rules, err := compileRules(deps.Configs, mapper)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	// needs a restart to install the group (reloads of existing
 	// resourceRules take effect at once).
 	var resources *resourcemetrics.Adapter
-	if deps.Config.ResourceRules != nil {
+	if rules.ResourceRules() != nil {
 		resources, err = resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
 			Metadata: mdClient,
 			Rules:    disc.Rules,
@@ -113,13 +114,13 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			}
 			wg.Wait()
 		},
-		ApplyConfig: func(cfg *config.Config) error {
-			rs, err := compileRules(cfg, mapper)
+		ApplyConfig: func(cfgs []*config.Config) error {
+			rs, err := compileRules(cfgs, mapper)
 			if err != nil {
 				return err
 			}
 			disc.SetRules(rs)
-			if cfg.ResourceRules != nil && resources == nil {
+			if rs.ResourceRules() != nil && resources == nil {
 				klog.InfoS("The new configuration has resourceRules, but metrics.k8s.io is installed only when the startup configuration has them: restart the adapter to serve it")
 			}
 			return nil
@@ -131,13 +132,13 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	return providers, nil
 }
 
-// compileRules compiles a configuration, logging its warnings.
-func compileRules(cfg *config.Config, mapper meta.RESTMapper) (*naming.RuleSet, error) {
-	rules, err := naming.Compile(cfg, mapper)
+// compileRules compiles the rules files, in order, logging their warnings.
+func compileRules(cfgs []*config.Config, mapper meta.RESTMapper) (*naming.RuleSet, error) {
+	rules, warnings, err := reload.Compile(cfgs, mapper)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the rules: %w", err)
 	}
-	for _, w := range rules.Warnings() {
+	for _, w := range warnings {
 		klog.InfoS("Rule warning", "warning", w)
 	}
 	return rules, nil

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,10 +59,10 @@ type Providers struct {
 	// Run runs the providers' background loops (discovery relists) until
 	// ctx ends. Nil when there are none.
 	Run func(ctx context.Context)
-	// ApplyConfig installs a new, already parsed and validated rules file
-	// (hot reload). It returns an error, and keeps the rules in service,
-	// when the new rules cannot be compiled.
-	ApplyConfig func(cfg *config.Config) error
+	// ApplyConfig installs new, already parsed and validated rules files,
+	// in order (hot reload). It returns an error, and keeps the rules in
+	// service, when the new rules cannot be compiled.
+	ApplyConfig func(cfgs []*config.Config) error
 }
 
 // ProviderDeps is what the server hands the providers factory.
@@ -74,8 +73,8 @@ type ProviderDeps struct {
 	Prometheus *promclient.Client
 	// Metrics is the adapter's registry of metrics.
 	Metrics *metrics.Metrics
-	// Config is the rules file loaded at startup.
-	Config *config.Config
+	// Configs are the rules files loaded at startup, in order.
+	Configs []*config.Config
 	// RelistInterval is how often discovery runs; MaxAge how far back it
 	// looks (never less than RelistInterval).
 	RelistInterval time.Duration
@@ -111,10 +110,14 @@ type Config struct {
 	// Kube gives the providers their Kubernetes clients.
 	Kube KubeClients
 
-	// RulesFile is the rules file (prometheus-adapter's format), loaded by
-	// Complete and watched for changes every ConfigReloadInterval (0: never).
-	RulesFile            string
+	// RulesFiles are the rules files and directories of rules files
+	// (prometheus-adapter's format), in order, loaded by Complete; each
+	// file is watched for changes every ConfigReloadInterval (0: never).
+	RulesFiles           []string
 	ConfigReloadInterval time.Duration
+	// Strict refuses to start on a query Prometheus would reject (loaded
+	// with an error logged otherwise, as prometheus-adapter does).
+	Strict bool
 	// Prometheus is the Prometheus backend the metrics are read from.
 	Prometheus promclient.Backend
 	// RelistInterval is how often discovery runs; MaxAge how far back it
@@ -153,18 +156,20 @@ func (c *Config) maxAge() time.Duration {
 	return c.MaxAge
 }
 
-// loadRules reads and parses a rules file, logging its warnings.
-func loadRules(path string) (*config.Config, []byte, error) {
-	data, err := os.ReadFile(path)
+// loadRules reads and parses the rules files, logging their warnings. A
+// query Prometheus would reject loads with an error logged, as
+// prometheus-adapter loads it, unless strict.
+func loadRules(sources []string, strict bool) ([]*config.Config, []reload.File, error) {
+	files, err := reload.Read(sources)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the rules file: %w", err)
+		return nil, nil, fmt.Errorf("reading the rules files: %w", err)
 	}
-	rules, err := config.Parse(data, path)
+	rules, warnings, err := reload.Parse(files, reload.Strict(strict, ""))
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the rules file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("loading the rules files: %w", err)
 	}
-	logConfigWarnings(rules)
-	return rules, data, nil
+	logConfigWarnings(warnings)
+	return rules, files, nil
 }
 
 // Server is a completed adapter server, ready to Run.
@@ -183,7 +188,7 @@ func (c *Config) Complete() (*Server, error) {
 	if c.APIServer == nil || c.APIServer.GenericConfig == nil {
 		return nil, errors.New("no API server configuration")
 	}
-	rules, rulesData, err := loadRules(c.RulesFile)
+	rules, files, err := loadRules(c.RulesFiles, c.Strict)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +215,7 @@ func (c *Config) Complete() (*Server, error) {
 		Kube:              c.Kube,
 		Prometheus:        promClient,
 		Metrics:           m,
-		Config:            rules,
+		Configs:           rules,
 		RelistInterval:    c.RelistInterval,
 		MaxAge:            c.maxAge(),
 		DiscoveryStrategy: c.DiscoveryStrategy,
@@ -280,23 +285,16 @@ func (c *Config) Complete() (*Server, error) {
 
 	s := &Server{name: c.Name, api: apiServer, prom: promClient, providers: providers}
 	if c.ConfigReloadInterval > 0 {
-		path := c.RulesFile
 		s.watcher, err = reload.New(reload.Config{
-			Sources:  []string{path},
+			Sources:  c.RulesFiles,
 			Interval: c.ConfigReloadInterval,
 			Metrics:  m,
-			Apply: func(_ context.Context, files []reload.File, _ string) error {
-				if len(files) != 1 {
-					return fmt.Errorf("the rules file %s is gone", path)
-				}
-				rules, err := config.Parse(files[0].Data, path)
+			Apply: func(_ context.Context, files []reload.File, changed string) error {
+				// A changed file with a query Prometheus would reject is
+				// never swapped in for rules that work.
+				rules, warnings, err := reload.Parse(files, reload.Strict(true, changed))
 				if err != nil {
 					return err
-				}
-				if errs := rules.QueryErrors(); len(errs) > 0 {
-					// Loaded at startup (as prometheus-adapter does), but
-					// never swapped in for rules that work.
-					return errs
 				}
 				if providers.ApplyConfig == nil {
 					return errors.New("the metrics providers cannot change rules without a restart")
@@ -304,14 +302,14 @@ func (c *Config) Complete() (*Server, error) {
 				if err := providers.ApplyConfig(rules); err != nil {
 					return err
 				}
-				logConfigWarnings(rules)
+				logConfigWarnings(warnings)
 				return nil
 			},
 		})
 		if err != nil {
 			return nil, err
 		}
-		s.watcher.Prime([]reload.File{{Path: path, Data: rulesData}})
+		s.watcher.Prime(files)
 	}
 	return s, nil
 }
@@ -353,12 +351,9 @@ func withItemPool(next http.Handler) http.Handler {
 	})
 }
 
-func logConfigWarnings(cfg *config.Config) {
-	for _, w := range cfg.Warnings() {
-		klog.InfoS("Configuration warning", "warning", w.Error())
-	}
-	for _, e := range cfg.QueryErrors() {
-		klog.ErrorS(e, "Configuration error: loaded anyway, as prometheus-adapter does, but this rule's queries will fail")
+func logConfigWarnings(warnings []string) {
+	for _, w := range warnings {
+		klog.InfoS("Configuration warning", "warning", w)
 	}
 }
 

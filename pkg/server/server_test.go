@@ -124,7 +124,7 @@ type fakeProviders struct {
 }
 
 func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
-	if deps.Prometheus == nil || deps.Metrics == nil || deps.Config == nil || deps.Kube == nil {
+	if deps.Prometheus == nil || deps.Metrics == nil || len(deps.Configs) == 0 || deps.Kube == nil {
 		return nil, fmt.Errorf("incomplete deps: %+v", deps)
 	}
 	if deps.MaxAge != deps.RelistInterval {
@@ -144,10 +144,10 @@ func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
 			f.ran.Store(true)
 			<-ctx.Done()
 		},
-		ApplyConfig: func(cfg *config.Config) error {
+		ApplyConfig: func(cfgs []*config.Config) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.applied = append(f.applied, cfg)
+			f.applied = append(f.applied, cfgs...)
 			return nil
 		},
 	}, nil
@@ -223,7 +223,7 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 		APIServer:          apiConfig,
 		Informers:          inf,
 		Kube:               base,
-		RulesFile:          rulesFile,
+		RulesFiles:         []string{rulesFile},
 		Prometheus:         promclient.Backend{URL: promURL},
 		RelistInterval:     time.Minute,
 		DiscoveryStrategy:  discovery.StrategyLabels,

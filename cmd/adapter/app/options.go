@@ -37,8 +37,13 @@ type ServerOptions struct {
 	// Prometheus configures the Prometheus client.
 	Prometheus *promclient.Options
 
-	// ConfigFile is the rules file (prometheus-adapter's format).
-	ConfigFile string
+	// ConfigFiles are the rules files and directories of rules files
+	// (prometheus-adapter's format), in order: --config, repeatable.
+	ConfigFiles []string
+	// Strict refuses to start when a rules file has a query Prometheus
+	// would reject (loaded with an error logged otherwise, as
+	// prometheus-adapter does).
+	Strict bool
 	// RelistInterval is how often discovery runs.
 	RelistInterval time.Duration
 	// MaxAge is how far back discovery looks; zero means RelistInterval.
@@ -88,8 +93,11 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Base.InstallFlags()
 	o.Prometheus.AddFlags(fs)
 
-	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile,
-		"Rules file describing how Prometheus series become custom, external and resource metrics (prometheus-adapter's format).")
+	fs.StringArrayVar(&o.ConfigFiles, "config", o.ConfigFiles,
+		"Rules file describing how Prometheus series become custom, external and resource metrics (prometheus-adapter's format), or a directory of such files (every *.yaml in it). "+
+			"May be given several times; rules of a later file come after those of an earlier one (the last rule producing a metric serves it). Each file reloads on its own.")
+	fs.BoolVar(&o.Strict, "strict", o.Strict,
+		"Refuse to start when a rules file has a query Prometheus would reject; without it such a file loads with an error logged, as prometheus-adapter loads it. A reload never swaps such a file in.")
 	fs.DurationVar(&o.RelistInterval, "metrics-relist-interval", o.RelistInterval,
 		"Interval at which to re-discover the available metrics from Prometheus.")
 	fs.DurationVar(&o.MaxAge, "metrics-max-age", o.MaxAge,
@@ -98,7 +106,7 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"How discovery asks Prometheus: labels (index-only label endpoints with match[], cheapest; block-granular over --metrics-max-age like series), "+
 			"grouped (one last_over_time query per seriesQuery, sample-precise but Prometheus reads every series' samples) or series (/api/v1/series, as prometheus-adapter).")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
-		"How often the --config file is checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
+		"How often the --config files are checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
 	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
 		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487); prometheus-adapter's name for --disable-http2-serving.")
 	fs.DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
@@ -128,12 +136,13 @@ func (o *ServerOptions) Validate() []error {
 	var errs []error
 	errs = append(errs, o.Base.CustomMetricsAdapterServerOptions.Validate()...)
 	errs = append(errs, o.Prometheus.Validate()...)
-	if o.ConfigFile == "" {
-		errs = append(errs, fmt.Errorf("--config: required (the rules file)"))
-	} else if st, err := os.Stat(o.ConfigFile); err != nil {
-		errs = append(errs, fmt.Errorf("--config: %w", err))
-	} else if st.IsDir() {
-		errs = append(errs, fmt.Errorf("--config: %s is a directory, want the rules file", o.ConfigFile))
+	if len(o.ConfigFiles) == 0 {
+		errs = append(errs, fmt.Errorf("--config: required (a rules file or a directory of rules files)"))
+	}
+	for _, f := range o.ConfigFiles {
+		if _, err := os.Stat(f); err != nil {
+			errs = append(errs, fmt.Errorf("--config: %w", err))
+		}
 	}
 	if o.RelistInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--metrics-relist-interval %v: must be positive", o.RelistInterval))
@@ -193,7 +202,8 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		APIServer:            apiConfig,
 		Informers:            informers,
 		Kube:                 base,
-		RulesFile:            o.ConfigFile,
+		RulesFiles:           o.ConfigFiles,
+		Strict:               o.Strict,
 		ConfigReloadInterval: o.ConfigReloadInterval,
 		Prometheus:           backend,
 		RelistInterval:       o.RelistInterval,

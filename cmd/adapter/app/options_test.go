@@ -68,9 +68,17 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			args: []string{"--config=" + rulesFile, "--discovery-strategy=series"},
 		},
 		{
-			name: "config is missing or a directory",
+			name: "config is a directory of rules files",
 			args: []string{"--config=" + dir},
-			want: []string{"is a directory"},
+		},
+		{
+			name: "config given several times",
+			args: []string{"--config=" + rulesFile, "--config=" + dir, "--strict"},
+		},
+		{
+			name: "config missing",
+			args: []string{"--strict"},
+			want: []string{"--config: required"},
 		},
 		{
 			name: "config does not exist",
@@ -222,7 +230,7 @@ func TestCommunityChartArgv(t *testing.T) {
 			got := parsed{
 				Port: ss.BindPort, CertDir: ss.ServerCert.CertDirectory,
 				Cert: ss.ServerCert.CertKey.CertFile, Key: ss.ServerCert.CertKey.KeyFile,
-				PrometheusURL: o.Prometheus.URL, Relist: o.RelistInterval, Config: o.ConfigFile,
+				PrometheusURL: o.Prometheus.URL, Relist: o.RelistInterval, Config: strings.Join(o.ConfigFiles, ","),
 				V: o.flags.Lookup("v").Value.String(), LogToStderr: o.flags.Lookup("logtostderr").Value.String(),
 				Flush: o.flags.Lookup("log-flush-frequency").Value.String(),
 			}

@@ -27,6 +27,7 @@ import (
 	"github.com/promscaler/promscaler/internal/explain"
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
@@ -91,39 +92,62 @@ func newMapper(kubeconfig string) (meta.RESTMapper, error) {
 	return restmapper.NewDiscoveryRESTMapper(groups), nil
 }
 
-// loadRules loads, validates and compiles the configuration, printing every
-// error and warning on stderr. ok is false when the configuration is
-// invalid.
-func loadRules(path string, mapper meta.RESTMapper, t toolIO) (*config.Config, *naming.RuleSet, bool) {
-	cfg, err := config.Load(path)
+// loadedRules is what loadRules found.
+type loadedRules struct {
+	configs []*config.Config
+	set     *naming.RuleSet
+	// warnings and queryErrors count what was printed.
+	warnings, queryErrors int
+}
+
+// loadRules loads, validates and compiles the configuration sources (files
+// and directories, as the adapter's --config), printing every error and
+// warning on stderr, each naming its file, line and rule. ok is false when
+// the configuration is invalid. A query Prometheus would reject is printed
+// as an error but does not make ok false (the adapter loads such a file).
+func loadRules(sources []string, mapper meta.RESTMapper, t toolIO) (*loadedRules, bool) {
+	files, err := reload.Read(sources)
 	if err != nil {
-		var list config.ErrorList
-		if errors.As(err, &list) {
-			for _, e := range list {
-				t.errorf("%s", e)
+		t.errorf("%v", err)
+		return nil, false
+	}
+	out := &loadedRules{}
+	for _, f := range files {
+		cfg, err := config.Parse(f.Data, f.Path)
+		if err != nil {
+			var list config.ErrorList
+			if errors.As(err, &list) {
+				for _, e := range list {
+					t.errorf("%s", e)
+				}
+			} else {
+				t.errorf("%v", err)
 			}
-		} else {
-			t.errorf("%v", err)
+			return nil, false
 		}
-		return nil, nil, false
+		for _, w := range cfg.Warnings() {
+			t.errorf("warning: %s", w)
+			out.warnings++
+		}
+		for _, e := range cfg.QueryErrors() {
+			t.errorf("error: %s", e)
+			out.queryErrors++
+		}
+		out.configs = append(out.configs, cfg)
 	}
-	for _, w := range cfg.Warnings() {
-		t.errorf("warning: %s", w)
-	}
-	for _, e := range cfg.QueryErrors() {
-		t.errorf("error: %s", e)
-	}
-	rs, err := naming.Compile(cfg, mapper)
+	rs, warnings, err := reload.Compile(out.configs, mapper)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			t.errorf("%s: %s", path, line)
+			t.errorf("%s", line)
 		}
-		return nil, nil, false
+		return nil, false
 	}
-	for _, w := range rs.Warnings() {
-		t.errorf("warning: %s: %s", path, w)
+	for _, w := range warnings {
+		t.errorf("warning: %s", w)
+		out.warnings++
 	}
-	return cfg, rs, true
+	out.set = rs
+	return out, true
 }
 
 // readSeries reads a saved Prometheus /api/v1/series answer: the whole
@@ -198,16 +222,17 @@ func describeJSONError(data []byte, err error) error {
 func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	t := toolIO{stdout: stdout, stderr: stderr}
 	fs := pflag.NewFlagSet("check-config", pflag.ContinueOnError)
-	configPath := fs.String("config", "", "Configuration file to check (required).")
+	configPaths := fs.StringArray("config", nil, "Configuration file, or directory of *.yaml files, to check (required; may be given several times, as to the adapter).")
+	strict := fs.Bool("strict", false, "Fail (exit 1) on warnings too, not only on errors: for CI.")
 	seriesPath := fs.String("series", "", "A saved Prometheus /api/v1/series response (or its data array): print what discovery would serve from it.")
 	kubeconfig := fs.String("kubeconfig", "", "Resolve resources with this cluster's API discovery instead of the built-in list of standard resources.")
 	fs.Usage = func() {
-		t.errorf("usage: adapter check-config --config FILE [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
+		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--strict] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
 	}
 	if code, ok := parseToolFlags(fs, args, t); !ok {
 		return code
 	}
-	if *configPath == "" {
+	if len(*configPaths) == 0 {
 		t.errorf("check-config: --config is required")
 		return exitUsage
 	}
@@ -216,17 +241,19 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 		t.errorf("check-config: %v", err)
 		return exitFail
 	}
-	cfg, rs, ok := loadRules(*configPath, mapper, t)
+	loaded, ok := loadRules(*configPaths, mapper, t)
 	if !ok {
 		return exitFail
 	}
+	rs := loaded.set
+	// The adapter loads a file with a query Prometheus rejects, but such a
+	// rule does not work; --strict fails on warnings as well.
+	failed := loaded.queryErrors > 0 || *strict && loaded.warnings > 0
 	if *seriesPath == "" {
-		for _, line := range summarizeConfig(cfg, rs) {
+		for _, line := range summarizeConfig(loaded.configs, rs) {
 			fmt.Fprintln(stdout, line)
 		}
-		if len(cfg.QueryErrors()) > 0 {
-			// The adapter loads such a file, but a query Prometheus
-			// rejects is not a working rule.
+		if failed {
 			return exitFail
 		}
 		return exitOK
@@ -239,7 +266,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	in, err := discovery.MatchSeries(rs, series)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			t.errorf("%s: %s", *configPath, line)
+			t.errorf("%s", line)
 		}
 		return exitFail
 	}
@@ -260,6 +287,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range idx.Conflicts() {
 		t.errorf("warning: %s", c)
+		failed = failed || *strict
 	}
 	t.errorf("%d series: %d custom metrics, %d external metrics", len(series), len(idx.CustomMetrics()), len(idx.ExternalMetrics()))
 	return exitOK
@@ -326,7 +354,7 @@ func winners(cs []discovery.Candidate) []discovery.Candidate {
 
 // summarizeConfig returns one line per rule, external query and resource
 // rule.
-func summarizeConfig(cfg *config.Config, rs *naming.RuleSet) []string {
+func summarizeConfig(cfgs []*config.Config, rs *naming.RuleSet) []string {
 	var out []string
 	for _, r := range rs.Rules() {
 		res := r.Resources()
@@ -336,13 +364,13 @@ func summarizeConfig(cfg *config.Config, rs *naming.RuleSet) []string {
 			mapping = append(mapping, l+"->"+displayGroupResource(ov[l]))
 		}
 		if res.HasTemplate() {
-			rc := ruleConfig(cfg, r)
+			rc := ruleConfig(cfgs, r)
 			mapping = append(mapping, "template "+strconvQuote(rc.Resources.Template))
 		}
 		if len(mapping) == 0 {
 			mapping = append(mapping, "none")
 		}
-		rc := ruleConfig(cfg, r)
+		rc := ruleConfig(cfgs, r)
 		name := "series name"
 		switch {
 		case rc.Name.Matches != "" && rc.Name.As != "":
@@ -375,7 +403,14 @@ func summarizeConfig(cfg *config.Config, rs *naming.RuleSet) []string {
 	return out
 }
 
-func ruleConfig(cfg *config.Config, r *naming.Rule) config.DiscoveryRule {
+// ruleConfig returns the configuration of a compiled rule, from its file.
+func ruleConfig(cfgs []*config.Config, r *naming.Rule) config.DiscoveryRule {
+	cfg := cfgs[0]
+	for _, c := range cfgs {
+		if c.Source != nil && c.Source.File == r.File() {
+			cfg = c
+		}
+	}
 	if r.Kind() == naming.KindExternal {
 		return cfg.ExternalRules[r.Index()]
 	}
@@ -402,7 +437,8 @@ func strconvQuote(s string) string { return strconv.Quote(s) }
 
 // explainFlags are the options of "adapter explain".
 type explainFlags struct {
-	config, series, kubeconfig string
+	config                     []string
+	series, kubeconfig         string
 	metric, resource           string
 	namespace, names, selector string
 	external, run              bool
@@ -417,7 +453,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	t := toolIO{stdout: stdout, stderr: stderr}
 	f := explainFlags{prom: promclient.NewOptions()}
 	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
-	fs.StringVar(&f.config, "config", "", "Configuration file (required).")
+	fs.StringArrayVar(&f.config, "config", nil, "Configuration file, or directory of *.yaml files (required; may be given several times, as to the adapter).")
 	fs.StringVar(&f.series, "series", "", "A saved Prometheus /api/v1/series response (or its data array). Give this or --prometheus-url.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Resolve resources with this cluster's API discovery instead of the built-in list of standard resources.")
 	fs.StringVar(&f.metric, "metric", "", "Metric name, as requested from the API (required).")
@@ -438,7 +474,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	live := fs.Changed("prometheus-url")
 	var usage []string
-	if f.config == "" {
+	if len(f.config) == 0 {
 		usage = append(usage, "--config is required")
 	}
 	if f.metric == "" {
@@ -481,10 +517,11 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		t.errorf("explain: %v", err)
 		return exitUsage
 	}
-	_, rs, ok := loadRules(f.config, mapper, t)
+	loaded, ok := loadRules(f.config, mapper, t)
 	if !ok {
 		return exitFail
 	}
+	rs := loaded.set
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
