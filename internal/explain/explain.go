@@ -177,7 +177,7 @@ func seenIn(cs []discovery.Candidate, namespace string) bool {
 // newNamespaceNote says that a metric is served in a namespace where
 // discovery saw none of its series (see discovery.Index.Custom).
 func newNamespaceNote(namespace string) string {
-	return fmt.Sprintf("no series of it were discovered in namespace %q: it is served by the first rule producing it, and the query decides whether values exist (a namespace created since the last relist)", namespace)
+	return fmt.Sprintf("no series of it were discovered in namespace %q: it is served by the last rule producing it, and the query decides whether values exist (a namespace created since the last relist)", namespace)
 }
 
 func notServed(what string, reasons []string) error {

@@ -97,12 +97,12 @@ func TestExplain(t *testing.T) {
 			wantErr: []string{`rules[0]: series "jobs_queued" dropped: seriesFilters[0].is "_total$" does not match it`, `rules[1]: name.matches/as turn its series names into jobs_done`},
 		},
 		{
-			name:      "namespace without discovered series: the first rule, the query decides",
+			name:      "namespace without discovered series: the winning rule, the query decides",
 			req:       Request{Metric: "jobs_done", Resource: pods, Namespace: "b", Names: []string{"p1"}},
-			wantQuery: `sum(rate(jobs_done_total{namespace="b",pod="p1"}[1m])) by (pod)`,
+			wantQuery: `sum(jobs_done_total{namespace="b",pod="p1"}) by (pod)`,
 			wantNotes: []string{
-				`custom metric "jobs_done" for pods in namespace "b": served by rules[0] (series "jobs_done_total")`,
-				`no series of it were discovered in namespace "b": it is served by the first rule producing it, and the query decides whether values exist (a namespace created since the last relist)`,
+				`custom metric "jobs_done" for pods in namespace "b": served by rules[1] (series "jobs_done_total")`,
+				`no series of it were discovered in namespace "b": it is served by the last rule producing it, and the query decides whether values exist (a namespace created since the last relist)`,
 			},
 		},
 		{

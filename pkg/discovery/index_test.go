@@ -204,7 +204,7 @@ func TestBuildIndex(t *testing.T) {
 				{gr: pods, ns: "a", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: pods, ns: "b", metric: "http_requests_per_second", want: "rules[1]/http_requests_total"},
 				{gr: pods, ns: "c", metric: "http_requests_per_second", want: "rules[1]/http_requests_count"},
-				{gr: pods, ns: "d", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"}, // new namespace: first rule
+				{gr: pods, ns: "d", metric: "http_requests_per_second", want: "rules[1]/http_requests_total"}, // new namespace: the winning (last) rule
 				{gr: deploys, ns: "c", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: deploys, ns: "a", metric: "http_requests_per_second", want: "rules[0]/http_requests_total"},
 				{gr: pods, ns: "a", metric: "http_latency", want: ""},
