@@ -115,8 +115,11 @@ type Index struct {
 	external      map[string][]Candidate // metric -> candidates
 	customInfos   []provider.CustomMetricInfo
 	externalInfos []provider.ExternalMetricInfo
-	conflicts     []Conflict
-	ruleMetrics   map[string]int
+	// unscoped: metric -> entries of namespaced external rules whose
+	// series carry no namespace, which therefore serve no request.
+	unscoped    map[string][]Entry
+	conflicts   []Conflict
+	ruleMetrics map[string]int
 }
 
 // EmptyIndex returns an index serving nothing.
@@ -180,6 +183,15 @@ func (x *Index) External(namespace, metric string) (Entry, bool) {
 // the winner first (the last rule in configuration order first).
 func (x *Index) ExternalCandidates(metric string) []Candidate {
 	return slices.Clone(x.external[metric])
+}
+
+// ExternalUnscoped returns the entries of namespaced external rules
+// (resources.namespaced true, the default) that discovered external metric
+// in series carrying no namespace label, in configuration order: such a
+// rule answers no request, because each request is in a namespace and its
+// series are in none. Used to say why a metric is not served.
+func (x *Index) ExternalUnscoped(metric string) []Entry {
+	return slices.Clone(x.unscoped[metric])
 }
 
 // CustomMetrics returns every custom metric the index serves, sorted (by
@@ -467,7 +479,13 @@ func (b *builder) finish() *Index {
 		x.conflicts = append(x.conflicts, conflicts(naming.CustomMetricsAPI, k.gr, k.namespaced, k.metric, cs)...)
 	}
 	for metric, m := range b.external {
-		cs := freezeExternal(m)
+		cs, unscoped := freezeExternal(m)
+		if len(unscoped) > 0 {
+			if x.unscoped == nil {
+				x.unscoped = map[string][]Entry{}
+			}
+			x.unscoped[metric] = unscoped
+		}
 		if len(cs) == 0 {
 			continue
 		}
@@ -511,13 +529,15 @@ func freeze(m map[candKey]*candidateBuilder, namespaced bool) []Candidate {
 }
 
 // freezeExternal is freeze for external candidates, whose scope is their
-// rule's resources.namespaced.
-func freezeExternal(m map[candKey]*candidateBuilder) []Candidate {
-	cs := make([]Candidate, 0, len(m))
+// rule's resources.namespaced. Namespaced candidates present in no
+// namespace are returned apart, sorted like candidates.
+func freezeExternal(m map[candKey]*candidateBuilder) (cs []Candidate, unscoped []Entry) {
+	cs = make([]Candidate, 0, len(m))
 	for _, c := range m {
 		var nss []string
 		if c.rule.Namespaced() {
 			if len(c.namespaces) == 0 {
+				unscoped = append(unscoped, Entry{Rule: c.rule, SeriesName: c.series})
 				continue
 			}
 			nss = sortedKeys(c.namespaces)
@@ -525,7 +545,8 @@ func freezeExternal(m map[candKey]*candidateBuilder) []Candidate {
 		cs = append(cs, Candidate{Entry: Entry{Rule: c.rule, SeriesName: c.series}, Namespaces: nss})
 	}
 	slices.SortFunc(cs, compareCandidate)
-	return cs
+	slices.SortFunc(unscoped, func(a, b Entry) int { return compareCandidate(Candidate{Entry: a}, Candidate{Entry: b}) })
+	return cs, unscoped
 }
 
 func sortedKeys(m map[string]struct{}) []string {

@@ -335,3 +335,39 @@ func TestScopers(t *testing.T) {
 		}
 	}
 }
+
+// TestExternalUnscoped: a namespaced external rule whose series carry no
+// namespace serves nothing; the index keeps it apart so a 404 can say why.
+func TestExternalUnscoped(t *testing.T) {
+	rs := compile(t, `
+externalRules:
+- seriesQuery: '{__name__="broker_backlog"}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
+- seriesQuery: '{__name__="queue_length"}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
+`)
+	ext := rs.ExternalRules()
+	x := BuildIndex([]RuleSeries{
+		{Rule: ext[0], Series: []naming.Series{ser("broker_backlog", "broker", "b1")}},
+		{Rule: ext[1], Series: []naming.Series{ser("queue_length", "namespace", "shop"), ser("queue_length")}},
+	}, IndexOptions{})
+	var got []string
+	for _, m := range []string{"broker_backlog", "queue_length"} {
+		for _, e := range x.ExternalUnscoped(m) {
+			got = append(got, m+": "+e.String())
+		}
+	}
+	want := []string{`broker_backlog: externalRules[0] (series "broker_backlog")`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ExternalUnscoped (-want +got):\n%s", diff)
+	}
+	if _, ok := x.External("shop", "broker_backlog"); ok {
+		t.Error("broker_backlog is served in namespace shop")
+	}
+	if diff := cmp.Diff([]provider.ExternalMetricInfo{{Metric: "queue_length"}}, x.ExternalMetrics()); diff != "" {
+		t.Errorf("ExternalMetrics (-want +got):\n%s", diff)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -20,6 +19,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/itempool"
+	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -69,14 +69,12 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 	return &customTarget{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), metric: info.Metric, entry: e}, nil
 }
 
-// whyNoCustom explains a missing custom metric from the index.
+// whyNoCustom explains a missing custom metric from the index. (In a
+// namespace, a metric some rule produces for the resource is always
+// served: see discovery.Index.Custom.)
 func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool, namespace, metric string) string {
 	res := displayGR(gr)
 	if namespace != "" {
-		if cs := x.CustomCandidates(gr, true, metric); len(cs) > 0 {
-			return fmt.Sprintf("no series of it were discovered in namespace %q (%s has them in namespaces %s)",
-				namespace, cs[0].Rule.Path(), summarize(cs[0].Namespaces, 5))
-		}
 		if len(x.CustomCandidates(gr, false, metric)) > 0 {
 			return fmt.Sprintf("it is served for %s cluster-wide: ask without a namespace", res)
 		}
@@ -94,6 +92,9 @@ func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool
 // GetMetricByName implements CustomMetricsProvider: the value of a metric
 // for one object.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
+	if err := checkSelector("metricLabelSelector", metricSelector); err != nil {
+		return nil, err
+	}
 	t, err := p.resolveCustom(ctx, info, name.Namespace)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types.NamespacedName) (bool, error) {
 	names, err := p.objects.ListObjects(ctx, t.gvr, name.Namespace, labels.Everything())
 	if err != nil {
-		return false, listError(t, name.Namespace, err)
+		return false, listError(ctx, t, name.Namespace, err)
 	}
 	return slices.Contains(names, name.Name), nil
 }
@@ -145,15 +146,21 @@ func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types
 // GetMetricBySelector implements CustomMetricsProvider: the values of a
 // metric for the objects matching selector, listed from the object cache.
 // Objects without a sample are left out (or given the rule's defaultValue);
-// when objects match but none has a value, the answer is a 404.
+// when objects match but none has a value, the answer is an empty list.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if err := checkSelector("labelSelector", selector); err != nil {
+		return nil, err
+	}
+	if err := checkSelector("metricLabelSelector", metricSelector); err != nil {
+		return nil, err
+	}
 	t, err := p.resolveCustom(ctx, info, namespace)
 	if err != nil {
 		return nil, err
 	}
 	names, index, err := p.listObjects(ctx, t.gvr, namespace, selector)
 	if err != nil {
-		return nil, listError(t, namespace, err)
+		return nil, listError(ctx, t, namespace, err)
 	}
 	list := &custom_metrics.MetricValueList{}
 	if len(names) == 0 {
@@ -190,13 +197,9 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 		t.fill(&list.Items[k], namespace, n, sel, s)
 		k++
 	}
+	// Objects whose samples all lack a value answer an empty list, as
+	// prometheus-adapter does: the metric exists, no object has a value.
 	list.Items = list.Items[:k]
-	if len(list.Items) == 0 {
-		if selector == nil {
-			selector = labels.Everything()
-		}
-		return nil, cmprovider.NewMetricNotFoundForSelectorError(t.gr(), t.metric, "*", selector)
-	}
 	return list, nil
 }
 
@@ -254,9 +257,13 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		MaxBytes:       p.maxBytes,
 	})
 	if err != nil {
-		return nil, renderError(t.what(), err)
+		return nil, renderError(ctx, t.what(), err)
 	}
-	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index, found: make([]point, len(names))}
+	if err := checkQuerySize(t.what(), q.Expr); err != nil {
+		return nil, err
+	}
+	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index,
+		nanAsZero: t.entry.Rule.NaNAsZero(), found: make([]point, len(names))}
 	start := time.Now()
 	n := 0
 	// The samples are shared with coalesced callers: read-only.
@@ -264,7 +271,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 		// No map per sample: the cheaper form for answers of many samples.
 		smps, err := sq.QuerySamples(ctx, q.Expr, time.Time{})
 		if err != nil {
-			return nil, queryError(t.what(), err)
+			return nil, apistatus.FromError(ctx, t.what(), err)
 		}
 		n = len(smps)
 		for i := range smps {
@@ -275,7 +282,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	} else {
 		vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
 		if err != nil {
-			return nil, queryError(t.what(), err)
+			return nil, apistatus.FromError(ctx, t.what(), err)
 		}
 		n = len(vec)
 		resLabel := model.LabelName(q.ResourceLabel)
@@ -297,9 +304,10 @@ type point struct {
 }
 
 // sampleMatcher keeps, for each of names (sorted and unique), the first
-// sample with a finite value it is given for that name. No sample of an
-// object not asked for is kept (an all-objects query returns every object
-// of the namespace).
+// sample with a value it is given for that name: a finite value, or NaN
+// read as 0 when nanAsZero (see sampleFloat). No sample of an object not
+// asked for is kept (an all-objects query returns every object of the
+// namespace).
 //
 // Samples may come in the order of the names, or in a few ascending runs
 // (an answer can follow the order in which Prometheus created the series,
@@ -312,6 +320,7 @@ type sampleMatcher struct {
 	rule, metric, namespace string // for logs
 	names                   []string
 	sharedIndex             func() map[string]int // nil when not kept
+	nanAsZero               bool
 	found                   []point
 
 	next     int // the index of the name after the previous sample's
@@ -332,11 +341,13 @@ func (m *sampleMatcher) add(name string, v model.SampleValue, ts model.Time) {
 	if !ok {
 		return
 	}
-	if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+	f, ok := sampleFloat(float64(v), m.nanAsZero)
+	if !ok {
 		klog.V(4).InfoS("Skipping a sample without a finite value", "rule", m.rule,
 			"metric", m.metric, "namespace", m.namespace, "object", name, "value", v)
 		return
 	}
+	v = model.SampleValue(f)
 	if m.found[i].ok {
 		// The query did not aggregate to one sample per object:
 		// keep the first, in Prometheus' answer order.
@@ -344,6 +355,20 @@ func (m *sampleMatcher) add(name string, v model.SampleValue, ts model.Time) {
 		return
 	}
 	m.found[i] = point{value: v, ts: ts, ok: true}
+}
+
+// sampleFloat is the value a sample answers: v when finite, 0 for NaN when
+// nanAsZero (prometheus-adapter's answer for a 0/0 ratio or the quantile
+// of an empty summary, on which an idle workload scales down); ok is false
+// for ±Inf, and for NaN otherwise (no value).
+func sampleFloat(v float64, nanAsZero bool) (float64, bool) {
+	switch {
+	case math.IsNaN(v):
+		return 0, nanAsZero
+	case math.IsInf(v, 0):
+		return 0, false
+	}
+	return v, true
 }
 
 // lookup returns the index of name in m.names.
@@ -417,27 +442,25 @@ func apiSelector(sel labels.Selector) (*metav1.LabelSelector, error) {
 }
 
 // renderError maps a rendering failure: a selector that has no PromQL
-// form is the client's mistake (400); anything else is the rule's (500).
-func renderError(what string, err error) error {
+// form is the client's mistake (400); anything else is the rule's (500,
+// the details in the log only: they may hold the query).
+func renderError(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, naming.ErrUnsupportedOperator), errors.Is(err, naming.ErrUnsupportedSelector),
 		errors.Is(err, naming.ErrInvalidLabelName), errors.Is(err, naming.ErrInvalidLabelValue):
 		return badRequest("%s: %v", what, err)
 	default:
-		return internal("%s: rendering the query: %v", what, err)
+		return apistatus.FromError(ctx, what+": rendering the query", err)
 	}
 }
 
 // listError maps an object listing failure.
-func listError(t *customTarget, namespace string, err error) error {
+func listError(ctx context.Context, t *customTarget, namespace string, err error) error {
 	where := displayGR(t.gr())
 	if namespace != "" {
 		where += " in namespace " + namespace
 	}
-	if errors.Is(err, context.Canceled) {
-		return unavailable("listing %s: request canceled", where)
-	}
-	return unavailable("listing %s from the object cache: %v", where, err)
+	return apistatus.Unavailable(ctx, "listing "+where+" from the object cache", err)
 }
 
 // displayGR renders a group-resource as "pods" or "deployments.apps".
@@ -446,12 +469,4 @@ func displayGR(gr schema.GroupResource) string {
 		return gr.Resource
 	}
 	return gr.Resource + "." + gr.Group
-}
-
-// summarize joins at most n values, with a count of the rest.
-func summarize(vs []string, n int) string {
-	if len(vs) <= n {
-		return "[" + strings.Join(vs, ",") + "]"
-	}
-	return fmt.Sprintf("[%s,... %d more]", strings.Join(vs[:n], ","), len(vs)-n)
 }

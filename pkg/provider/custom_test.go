@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/provider/fake"
 )
 
 // fpmQuery is the seed rule's query for the given label matchers.
@@ -44,6 +48,7 @@ func TestGetMetricByName(t *testing.T) {
 		metric         string
 		metricSelector string
 		noIndex        bool
+		keepNaN        bool // nanAsZero: false
 		answer         func(string) (int, string)
 		want           *custom_metrics.MetricValue
 		wantQuery      string
@@ -120,10 +125,20 @@ func TestGetMetricByName(t *testing.T) {
 			wantMsg:   "the server could not find the metric fpm_active_rate for pods web-1: Prometheus returned no sample with a finite value for it (rules[0])",
 		},
 		{
-			name:      "NaN is not a value",
+			name:      "NaN is 0, as prometheus-adapter answers",
 			obj:       types.NamespacedName{Namespace: "shop", Name: "web-1"},
 			gr:        podsGR,
 			metric:    "fpm_active_rate",
+			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200})),
+			want:      ptr(mv(podRef("shop", "web-1"), "fpm_active_rate", nil, ts(1764493200), "0")),
+			wantQuery: fpmQuery(`namespace="shop",pod_name="web-1"`, "pod_name"),
+		},
+		{
+			name:      "NaN with nanAsZero: false is not a value",
+			obj:       types.NamespacedName{Namespace: "shop", Name: "web-1"},
+			gr:        podsGR,
+			metric:    "fpm_active_rate",
+			keepNaN:   true,
 			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200})),
 			wantQuery: fpmQuery(`namespace="shop",pod_name="web-1"`, "pod_name"),
 			wantCode:  http.StatusNotFound,
@@ -267,7 +282,7 @@ func TestGetMetricByName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{answer: tc.answer, noIndex: tc.noIndex})
+			e := newEnv(t, envOptions{answer: tc.answer, noIndex: tc.noIndex, keepNaN: tc.keepNaN})
 			got, err := e.prov.GetMetricByName(context.Background(), tc.obj,
 				cmprovider.CustomMetricInfo{GroupResource: tc.gr, Namespaced: tc.obj.Namespace != "", Metric: tc.metric},
 				mustSelector(t, tc.metricSelector))
@@ -288,6 +303,7 @@ func TestGetMetricBySelector(t *testing.T) {
 		gr        schema.GroupResource
 		metric    string
 		maxNames  int
+		keepNaN   bool // nanAsZero: false
 		answer    func(string) (int, string)
 		listErr   error
 		want      []custom_metrics.MetricValue
@@ -331,11 +347,31 @@ func TestGetMetricBySelector(t *testing.T) {
 			wantQuery: fpmQuery(`namespace="shop"`, "pod_name"),
 		},
 		{
-			name:      "several samples for one object: the first finite one, in answer order",
+			name:      "several samples for one object: the first with a value, in answer order",
 			namespace: "shop",
 			selector:  "app=web",
 			gr:        podsGR,
 			metric:    "fpm_active_rate",
+			answer: always(http.StatusOK, vector(
+				sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200},
+				sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493201},
+				sample{map[string]string{"pod_name": "web-2"}, "+Inf", 1764493202},
+				sample{map[string]string{"pod_name": "web-2"}, "2", 1764493203},
+				sample{map[string]string{"pod_name": "web-3"}, "-Inf", 1764493205},
+			)),
+			want: []custom_metrics.MetricValue{
+				mv(podRef("shop", "web-1"), "fpm_active_rate", nil, ts(1764493200), "0"),
+				mv(podRef("shop", "web-2"), "fpm_active_rate", nil, ts(1764493203), "2"),
+			},
+			wantQuery: fpmQuery(`namespace="shop",pod_name=~"web-1|web-2|web-3"`, "pod_name"),
+		},
+		{
+			name:      "several samples for one object, nanAsZero: false: the first finite one, in answer order",
+			namespace: "shop",
+			selector:  "app=web",
+			gr:        podsGR,
+			metric:    "fpm_active_rate",
+			keepNaN:   true,
 			answer: always(http.StatusOK, vector(
 				sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200},
 				sample{map[string]string{"pod_name": "web-1"}, "0.5", 1764493201},
@@ -387,15 +423,35 @@ func TestGetMetricBySelector(t *testing.T) {
 			want:      []custom_metrics.MetricValue{},
 		},
 		{
-			name:      "objects match but none has a value",
+			name:      "objects match but none has a value: an empty list, as prometheus-adapter answers",
 			namespace: "shop",
 			selector:  "app=web",
 			gr:        podsGR,
 			metric:    "fpm_active_rate",
-			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200})),
+			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "+Inf", 1764493200})),
+			want:      []custom_metrics.MetricValue{},
 			wantQuery: fpmQuery(`namespace="shop",pod_name=~"web-1|web-2|web-3"`, "pod_name"),
-			wantCode:  http.StatusNotFound,
-			wantMsg:   "the server could not find the metric fpm_active_rate for pods * with selector app=web",
+		},
+		{
+			name:      "objects match, no series: an empty list",
+			namespace: "shop",
+			selector:  "app=web",
+			gr:        podsGR,
+			metric:    "fpm_active_rate",
+			answer:    always(http.StatusOK, vector()),
+			want:      []custom_metrics.MetricValue{},
+			wantQuery: fpmQuery(`namespace="shop",pod_name=~"web-1|web-2|web-3"`, "pod_name"),
+		},
+		{
+			name:      "objects match, only NaN and nanAsZero: false: an empty list",
+			namespace: "shop",
+			selector:  "app=web",
+			gr:        podsGR,
+			metric:    "fpm_active_rate",
+			keepNaN:   true,
+			answer:    always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "NaN", 1764493200})),
+			want:      []custom_metrics.MetricValue{},
+			wantQuery: fpmQuery(`namespace="shop",pod_name=~"web-1|web-2|web-3"`, "pod_name"),
 		},
 		{
 			name:      "object cache failure is a 503",
@@ -405,7 +461,7 @@ func TestGetMetricBySelector(t *testing.T) {
 			metric:    "fpm_active_rate",
 			listErr:   errors.New("object cache not synced: pods not listed within 10s"),
 			wantCode:  http.StatusServiceUnavailable,
-			wantMsg:   "listing pods in namespace shop from the object cache: object cache not synced",
+			wantMsg:   "listing pods in namespace shop from the object cache: not available (request id ",
 		},
 		{
 			name:      "a Prometheus error is an error",
@@ -420,7 +476,7 @@ func TestGetMetricBySelector(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{answer: tc.answer, maxNames: tc.maxNames})
+			e := newEnv(t, envOptions{answer: tc.answer, maxNames: tc.maxNames, keepNaN: tc.keepNaN})
 			if tc.listErr != nil {
 				e.objects.SetError(tc.listErr)
 			}
@@ -494,6 +550,7 @@ func checkAPIError(t *testing.T, err error, code int32, msg string) {
 	if strings.Contains(se.ErrStatus.Message, "goroutine ") || strings.Contains(se.ErrStatus.Message, ".go:") {
 		t.Errorf("message looks like a stack trace: %q", se.ErrStatus.Message)
 	}
+	checkNoLeak(t, se.ErrStatus.Message)
 }
 
 // checkQueries checks exactly one query was sent (want) or none ("").
@@ -507,5 +564,72 @@ func checkQueries(t *testing.T, sent []string, want string) {
 	}
 	if diff := cmp.Diff([]string{want}, sent); diff != "" {
 		t.Errorf("queries (-want +got):\n%s", diff)
+	}
+}
+
+// checkNoLeak fails when an error message shows what only the adapter's
+// log may: the Prometheus URL or the rendered PromQL.
+func checkNoLeak(t *testing.T, msg string) {
+	t.Helper()
+	for _, leak := range []string{"http://", "127.0.0.1", "sum(", "max(", "{namespace=", "/api/v1/"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("message %q shows %q: the Prometheus URL and PromQL belong in the log", msg, leak)
+		}
+	}
+}
+
+// TestNotFoundNamesNoOtherNamespace: a caller allowed in one namespace
+// learns nothing of the others (issue 21: the 404 listed them).
+func TestNotFoundNamesNoOtherNamespace(t *testing.T) {
+	e := newEnv(t, envOptions{fpmNamespaces: []string{"tenant-secret"}})
+	_, errCustom := e.prov.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "tenant1", Name: "web-1"},
+		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+	checkAPIError(t, errCustom, http.StatusNotFound, "for pods web-1: Prometheus returned no sample with a finite value for it (rules[0])")
+	for _, other := range []string{"shop", "blog", "tenant-secret"} {
+		if strings.Contains(errCustom.Error(), other) {
+			t.Errorf("message %q names namespace %q", errCustom, other)
+		}
+	}
+}
+
+// TestLimitsLeaveRealUseInside: a `*` over 5,000 pods (the largest real
+// use) renders a query far inside MaxRenderedQueryBytes and answers; a
+// selector over a limit is a 400 naming it, with no query sent.
+func TestLimitsLeaveRealUseInside(t *testing.T) {
+	objs := fake.NewObjects()
+	var pods []fake.Object
+	for i := range 5000 {
+		pods = append(pods, fake.Object{Namespace: "shop", Name: fmt.Sprintf("web-%05d-%s", i, strings.Repeat("x", 40)), Labels: map[string]string{"app": "web"}})
+	}
+	objs.Add(podsGR, pods...)
+	e := newEnv(t, envOptions{objects: objs, answer: always(http.StatusOK, vector(sample{map[string]string{"pod_name": pods[7].Name}, "1", 1764493200}))})
+	info := cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
+	list, err := e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), info, labels.Everything())
+	if err != nil {
+		t.Fatalf("pods/* over 5,000 pods: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].DescribedObject.Name != pods[7].Name {
+		t.Errorf("items = %+v, want the one pod with a sample", list.Items)
+	}
+	sent := e.prom.sent()
+	if len(sent) != 1 || len(sent[0])*16 > provider.MaxRenderedQueryBytes {
+		t.Fatalf("queries sent = %d, first %d bytes: want one of under 1/16 of the %d-byte limit", len(sent), len(sent[0]), provider.MaxRenderedQueryBytes)
+	}
+	t.Logf("pods/* over 5,000 pods: query of %d bytes (limit %d)", len(sent[0]), provider.MaxRenderedQueryBytes)
+
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = fmt.Sprintf("p%d", i)
+	}
+	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), info,
+		mustSelector(t, "pod_name in ("+strings.Join(many, ",")+")"))
+	checkAPIError(t, err, http.StatusBadRequest, "metricLabelSelector: requirement on \"pod_name\" has 1001 values, more than the limit of 1000")
+	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app in ("+strings.Join(many, ",")+")"), info, labels.Everything())
+	checkAPIError(t, err, http.StatusBadRequest, "labelSelector: requirement on \"app\" has 1001 values")
+	_, err = e.prov.GetExternalMetric(context.Background(), "shop", mustSelector(t, "queue in ("+strings.Join(many, ",")+")"),
+		cmprovider.ExternalMetricInfo{Metric: "rabbitmq_queue_length"})
+	checkAPIError(t, err, http.StatusBadRequest, "labelSelector: requirement on \"queue\" has 1001 values")
+	if n := len(e.prom.sent()); n != 1 {
+		t.Errorf("%d queries sent, want none for the requests over a limit", n-1)
 	}
 }

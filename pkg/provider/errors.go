@@ -1,17 +1,13 @@
 package provider
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/apistatus"
 )
 
 // notFound is the library's "metric not found" error with the reason
@@ -39,29 +35,6 @@ func unavailable(format string, args ...any) *apierrors.StatusError {
 	return apierrors.NewServiceUnavailable(fmt.Sprintf(format, args...))
 }
 
-// queryError turns a failed Prometheus query into the API error the client
-// sees: never a value, never a stack trace. what names the request (metric
-// and rule) for context; the *promclient.Error message holds the endpoint, a
-// truncated query and the cause, and no credentials.
-//
-//   - Prometheus unreachable, timing out, answering 5xx or garbage: 503, so
-//     the HPA keeps its current scale and retries;
-//   - Prometheus rejecting the query (a configuration error): 500;
-//   - the client went away: 499-style cancellation is reported as a 503
-//     "request canceled" (nobody reads it).
-func queryError(what string, err error) *apierrors.StatusError {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return unavailable("%s: request canceled", what)
-	case promclient.IsUnavailable(err):
-		return unavailable("%s: Prometheus did not answer: %v", what, err)
-	case promclient.IsBadQuery(err):
-		return apierrors.NewInternalError(fmt.Errorf("%s: Prometheus rejected the query (check the rule's metricsQuery): %w", what, err))
-	default:
-		return apierrors.NewInternalError(fmt.Errorf("%s: %w", what, err))
-	}
-}
-
 // badRequest is a 400 with a message.
 func badRequest(format string, args ...any) *apierrors.StatusError {
 	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
@@ -69,10 +42,5 @@ func badRequest(format string, args ...any) *apierrors.StatusError {
 
 // internal is a 500 with context and no stack trace.
 func internal(format string, args ...any) *apierrors.StatusError {
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    http.StatusInternalServerError,
-		Reason:  metav1.StatusReasonInternalError,
-		Message: fmt.Sprintf(format, args...),
-	}}
+	return apistatus.Internal(format, args...)
 }

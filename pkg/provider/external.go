@@ -16,6 +16,7 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/naming"
 )
 
@@ -27,6 +28,8 @@ type externalTarget struct {
 	render func(naming.ExternalRequest) (naming.Query, error)
 	series string
 	def    func() (string, bool)
+	// nanAsZero: a NaN sample answers 0 (see sampleFloat).
+	nanAsZero bool
 }
 
 func (t *externalTarget) what() string {
@@ -40,7 +43,7 @@ func (t *externalTarget) what() string {
 func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string) (*externalTarget, error) {
 	if rs := p.rules(); rs != nil {
 		if q, ok := rs.ExternalQuery(metric); ok {
-			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue}, nil
+			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue, nanAsZero: q.NaNAsZero()}, nil
 		}
 	}
 	x, err := p.currentIndex()
@@ -55,18 +58,26 @@ func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string
 		e, ok = x.External(namespace, metric)
 	}
 	if !ok {
-		return nil, externalNotFound(metric, namespace, whyNoExternal(x, namespace, metric))
+		return nil, externalNotFound(metric, namespace, whyNoExternal(x, metric))
 	}
-	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName, def: e.Rule.DefaultValue}, nil
+	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName,
+		def: e.Rule.DefaultValue, nanAsZero: e.Rule.NaNAsZero()}, nil
 }
 
-func whyNoExternal(x MetricIndex, namespace, metric string) string {
-	cs := x.ExternalCandidates(metric)
-	if len(cs) == 0 {
-		return "no external rule discovered it and no externalQueries entry serves it"
+// whyNoExternal explains a missing external metric from the index. (A
+// metric some external rule serves in a namespace is served in every
+// namespace: see discovery.Index.External.)
+func whyNoExternal(x MetricIndex, metric string) string {
+	if es := x.ExternalUnscoped(metric); len(es) > 0 {
+		r := es[0].Rule
+		if _, err := r.Resources().LabelForResource(naming.NamespaceResource); err != nil {
+			return fmt.Sprintf("%s discovers it but is namespaced (resources.namespaced defaults to true) and maps no label to namespaces, so it serves no namespace: "+
+				"map the namespace label in its resources, or set resources.namespaced: false", r.Path())
+		}
+		return fmt.Sprintf("%s discovers it but none of its series carries the namespace label, so it serves no namespace: "+
+			"set resources.namespaced: false to serve it in every namespace", r.Path())
 	}
-	return fmt.Sprintf("no series of it were discovered in namespace %q (%s has them in namespaces %s)",
-		namespace, cs[0].Rule.Path(), summarize(cs[0].Namespaces, 5))
+	return "no external rule discovered it and no externalQueries entry serves it"
 }
 
 // externalNotFound is a 404 for an external metric, saying why.
@@ -91,21 +102,28 @@ func externalNotFound(metric, namespace, why string) *apierrors.StatusError {
 // selector becomes PromQL matchers; namespaced rules (the default) and
 // namespaced externalQueries add the namespace matcher. Every series of the
 // answer with a finite value becomes an item carrying its labels (without
-// __name__). When there is none, the answer is the rule's defaultValue if
-// set, else a 404.
+// __name__); a NaN sample is 0 unless the rule's nanAsZero is false. When
+// there is none, the answer is the rule's defaultValue if set, else an
+// empty list.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	if err := checkSelector("labelSelector", metricSelector); err != nil {
+		return nil, err
+	}
 	t, err := p.resolveExternal(ctx, namespace, info.Metric)
 	if err != nil {
 		return nil, err
 	}
 	q, err := t.render(naming.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
 	if err != nil {
-		return nil, renderError(t.what(), err)
+		return nil, renderError(ctx, t.what(), err)
+	}
+	if err := checkQuerySize(t.what(), q.Expr); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
 	if err != nil {
-		return nil, queryError(t.what(), err)
+		return nil, apistatus.FromError(ctx, t.what(), err)
 	}
 	klog.V(4).InfoS("External metrics query", "metric", t.metric, "namespace", namespace, "source", t.path,
 		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
@@ -123,9 +141,15 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		slices.SortFunc(samples, func(a, b *model.Sample) int { return strings.Compare(keys[a], keys[b]) })
 	}
 	for _, s := range samples {
-		v, err := Quantity(float64(s.Value))
-		if err != nil {
+		f, ok := sampleFloat(float64(s.Value), t.nanAsZero)
+		if !ok {
 			klog.V(2).InfoS("Skipping a sample without a finite value", "source", t.path,
+				"metric", t.metric, "namespace", namespace, "labels", s.Metric.String(), "value", s.Value)
+			continue
+		}
+		v, err := Quantity(f)
+		if err != nil {
+			klog.V(2).InfoS("Skipping a sample that is not a quantity", "source", t.path, "err", err,
 				"metric", t.metric, "namespace", namespace, "labels", s.Metric.String(), "value", s.Value)
 			continue
 		}
@@ -139,7 +163,9 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if len(list.Items) == 0 {
 		d, ok := t.def()
 		if !ok {
-			return nil, externalNotFound(t.metric, namespace, fmt.Sprintf("Prometheus returned no sample with a finite value for it (%s)", t.path))
+			// As prometheus-adapter: the metric is served, nothing has a
+			// value; the HPA reads an empty list as no metric.
+			return list, nil
 		}
 		v, err := parseDefault(t.path, d)
 		if err != nil {

@@ -22,6 +22,7 @@ func TestGetExternalMetric(t *testing.T) {
 		selector  string
 		metric    string
 		noIndex   bool
+		keepNaN   bool // nanAsZero: false
 		answer    func(string) (int, string)
 		want      []external_metrics.ExternalMetricValue
 		wantQuery string
@@ -73,6 +74,7 @@ func TestGetExternalMetric(t *testing.T) {
 			)),
 			want: []external_metrics.ExternalMetricValue{
 				em("kafka_lag", map[string]string{"topic": "payments"}, ts(1764493213), "100e18"),
+				em("kafka_lag", map[string]string{"topic": "payments-dlq"}, ts(1764493213), "0"),
 			},
 			wantQuery: `sum(kafka_consumergroup_lag{topic="payments"}) by (topic)`,
 		},
@@ -98,16 +100,44 @@ func TestGetExternalMetric(t *testing.T) {
 			wantQuery: `sum(orders_backlog{namespace="shop"})`,
 		},
 		{
-			name:      "only NaN and Inf samples and no default: not found",
+			name:      "NaN is 0, ±Inf no value",
 			namespace: "shop",
 			metric:    "rabbitmq_queue_length",
 			answer: always(http.StatusOK, vector(
 				sample{map[string]string{"queue": "a"}, "NaN", 1764493210},
 				sample{map[string]string{"queue": "b"}, "-Inf", 1764493210},
+				sample{map[string]string{"queue": "c"}, "+Inf", 1764493210},
 			)),
+			want:      []external_metrics.ExternalMetricValue{em("rabbitmq_queue_length", map[string]string{"queue": "a"}, ts(1764493210), "0")},
 			wantQuery: `sum(rabbitmq_queue_length{namespace="shop"}) by (queue)`,
-			wantCode:  http.StatusNotFound,
-			wantMsg:   "Prometheus returned no sample with a finite value for it (externalRules[0])",
+		},
+		{
+			name:      "only NaN (nanAsZero: false) and Inf samples and no default: an empty list, as prometheus-adapter answers",
+			namespace: "shop",
+			metric:    "rabbitmq_queue_length",
+			keepNaN:   true,
+			answer: always(http.StatusOK, vector(
+				sample{map[string]string{"queue": "a"}, "NaN", 1764493210},
+				sample{map[string]string{"queue": "b"}, "-Inf", 1764493210},
+			)),
+			want:      []external_metrics.ExternalMetricValue{},
+			wantQuery: `sum(rabbitmq_queue_length{namespace="shop"}) by (queue)`,
+		},
+		{
+			name:      "no series and no default: an empty list",
+			namespace: "shop",
+			metric:    "rabbitmq_queue_length",
+			answer:    always(http.StatusOK, vector()),
+			want:      []external_metrics.ExternalMetricValue{},
+			wantQuery: `sum(rabbitmq_queue_length{namespace="shop"}) by (queue)`,
+		},
+		{
+			name:      "externalQueries entry: NaN is 0",
+			namespace: "shop",
+			metric:    "orders_backlog",
+			answer:    always(http.StatusOK, vector(sample{map[string]string{}, "NaN", 1764493210})),
+			want:      []external_metrics.ExternalMetricValue{em("orders_backlog", map[string]string{}, ts(1764493210), "0")},
+			wantQuery: `sum(orders_backlog{namespace="shop"})`,
 		},
 		{
 			name:      "a Prometheus error is an error, never the defaultValue",
@@ -117,6 +147,22 @@ func TestGetExternalMetric(t *testing.T) {
 			wantQuery: `sum(orders_backlog{namespace="shop"})`,
 			wantCode:  http.StatusServiceUnavailable,
 			wantMsg:   "external metric orders_backlog (externalQueries[1]): Prometheus did not answer",
+		},
+		{
+			name:      "a query Prometheus rejects is a 500 naming the rule, not the query",
+			namespace: "shop",
+			metric:    "orders_backlog",
+			answer:    always(http.StatusBadRequest, `{"status":"error","errorType":"bad_data","error":"1:5: parse error in sum(orders_backlog{namespace=\"shop\"})"}`),
+			wantQuery: `sum(orders_backlog{namespace="shop"})`,
+			wantCode:  http.StatusInternalServerError,
+			wantMsg:   "external metric orders_backlog (externalQueries[1]): Prometheus rejected the query (check the rule's query; request id ",
+		},
+		{
+			name:      "namespaced rule mapping no namespace label: says why",
+			namespace: "shop",
+			metric:    "broker_backlog",
+			wantCode:  http.StatusNotFound,
+			wantMsg:   "externalRules[2] discovers it but is namespaced (resources.namespaced defaults to true) and maps no label to namespaces",
 		},
 		{
 			name:      "unknown metric",
@@ -143,7 +189,7 @@ func TestGetExternalMetric(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOptions{answer: tc.answer, noIndex: tc.noIndex})
+			e := newEnv(t, envOptions{answer: tc.answer, noIndex: tc.noIndex, keepNaN: tc.keepNaN})
 			got, err := e.prov.GetExternalMetric(context.Background(), tc.namespace, mustSelector(t, tc.selector),
 				cmprovider.ExternalMetricInfo{Metric: tc.metric})
 			checkAPIError(t, err, tc.wantCode, tc.wantMsg)

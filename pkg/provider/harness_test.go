@@ -112,6 +112,10 @@ func testConfig() *config.Config {
 				Resources:    config.ResourceMapping{Namespaced: boolPtr(false)},
 				MetricsQuery: `max(<<.Series>>{<<.LabelMatchers>>}) by (queue_name)`,
 			},
+			{ // externalRules[2]: namespaced (the default) with no namespace label mapped: serves nothing.
+				SeriesQuery:  `{__name__="broker_backlog"}`,
+				MetricsQuery: `sum(<<.Series>>{<<.LabelMatchers>>})`,
+			},
 		},
 		ExternalQueries: []config.ExternalQuery{
 			{Name: "kafka_lag", Query: `sum(kafka_consumergroup_lag{<<.LabelMatchers>>}) by (topic)`},
@@ -141,6 +145,7 @@ func testSeries(rs *naming.RuleSet) []discovery.RuleSeries {
 		{Rule: custom[4], Series: []naming.Series{series("jobs_waiting", "namespace", "shop", "pod", "web-1")}},
 		{Rule: external[0], Series: []naming.Series{series("rabbitmq_queue_length", "namespace", "shop", "queue", "orders")}},
 		{Rule: external[1], Series: []naming.Series{series("cloud_sqs_messages", "queue_name", "q1")}},
+		{Rule: external[2], Series: []naming.Series{series("broker_backlog", "broker", "b1")}},
 	}
 }
 
@@ -290,6 +295,8 @@ type envOptions struct {
 	maxBytes int
 	timeout  time.Duration
 	objects  *fake.Objects
+	// keepNaN sets the configuration's nanAsZero to false.
+	keepNaN bool
 	// fpmNamespaces are more namespaces where discovery found the seed
 	// rule's series.
 	fpmNamespaces []string
@@ -298,7 +305,11 @@ type envOptions struct {
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	mapper := testMapper()
-	rs, err := naming.Compile(testConfig(), mapper)
+	cfg := testConfig()
+	if o.keepNaN {
+		cfg.NaNAsZero = boolPtr(false)
+	}
+	rs, err := naming.Compile(cfg, mapper)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}

@@ -55,6 +55,9 @@ type MetricIndex interface {
 	External(namespace, metric string) (discovery.Entry, bool)
 	// ExternalCandidates returns the entries producing external metric.
 	ExternalCandidates(metric string) []discovery.Candidate
+	// ExternalUnscoped returns the entries of namespaced external rules
+	// whose series of metric carry no namespace (serving nothing).
+	ExternalUnscoped(metric string) []discovery.Entry
 	// CustomMetrics and ExternalMetrics list what the index serves.
 	CustomMetrics() []cmprovider.CustomMetricInfo
 	ExternalMetrics() []cmprovider.ExternalMetricInfo

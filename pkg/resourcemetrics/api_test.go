@@ -361,8 +361,8 @@ func TestAPIPrometheusDown(t *testing.T) {
 	h := newServer(t, objs, newPromClient(t, down))
 	for _, path := range []string{"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "/apis/metrics.k8s.io/v1beta1/nodes"} {
 		code, body := do(t, h, path, "")
-		if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "resourceRules.") {
-			t.Errorf("GET %s with Prometheus down = %d %s, want 503 naming the rule", path, code, body)
+		if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "resourceRules.") || strings.Contains(string(body), "127.0.0.1") {
+			t.Errorf("GET %s with Prometheus down = %d %s, want 503 naming the rule, not Prometheus' address", path, code, body)
 		}
 	}
 }
@@ -372,7 +372,7 @@ func TestAPICacheNotSynced(t *testing.T) {
 	objs.err = fmt.Errorf("%w: pods not listed within 10s", resourcemetrics.ErrCacheNotSynced)
 	h := newServer(t, objs, fp)
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/pods", "")
-	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "not synced") {
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available (request id ") {
 		t.Errorf("GET with caches not synced = %d %s, want 503", code, body)
 	}
 }
@@ -505,8 +505,9 @@ func TestAPIBadQuery(t *testing.T) {
 	})
 	h := newServer(t, objs, newPromClient(t, bad))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "")
-	if code != http.StatusInternalServerError || !strings.Contains(string(body), "resourceRules.") || !strings.Contains(string(body), "parse error") {
-		t.Errorf("GET with a query Prometheus rejects = %d %s, want 500 naming the rule and the PromQL error", code, body)
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), ".containerQuery): Prometheus rejected the query") ||
+		!strings.Contains(string(body), "request id ") || strings.Contains(string(body), "parse error") || strings.Contains(string(body), "127.0.0.1") {
+		t.Errorf("GET with a query Prometheus rejects = %d %s, want 500 naming the rule and a request id, not the PromQL error or Prometheus' address", code, body)
 	}
 }
 

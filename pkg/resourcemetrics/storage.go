@@ -14,10 +14,9 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/rest"
-	"k8s.io/klog/v2"
 	"k8s.io/metrics/pkg/apis/metrics"
 
-	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/apistatus"
 )
 
 // PodMetricsGetter returns the metrics of pods; pods without complete
@@ -78,14 +77,14 @@ func (s *podStorage) List(ctx context.Context, opts *metainternalversion.ListOpt
 	ns := genericapirequest.NamespaceValue(ctx)
 	pods, err := s.pods.ListPods(ctx, ns, labelSelector(opts))
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("listing pods: %w", err))
+		return nil, apiError(ctx, "listing pods", err)
 	}
 	if fs := fieldSelector(opts); fs != nil {
 		pods = filterFields(pods, fs, true)
 	}
 	items, err := s.getter.GetPodMetrics(ctx, pods)
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("reading pod metrics: %w", err))
+		return nil, apiError(ctx, "reading pod metrics", err)
 	}
 	return &metrics.PodMetricsList{Items: items}, nil
 }
@@ -98,11 +97,11 @@ func (s *podStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions)
 		return nil, apierrors.NewNotFound(podMetricsResource, name)
 	}
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("getting pod %s/%s: %w", ns, name, err))
+		return nil, apiError(ctx, fmt.Sprintf("getting pod %s/%s", ns, name), err)
 	}
 	items, err := s.getter.GetPodMetrics(ctx, []*metav1.PartialObjectMetadata{pod})
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("reading metrics of pod %s/%s: %w", ns, name, err))
+		return nil, apiError(ctx, fmt.Sprintf("reading metrics of pod %s/%s", ns, name), err)
 	}
 	if len(items) == 0 {
 		return nil, apierrors.NewNotFound(podMetricsResource, name)
@@ -160,14 +159,14 @@ func (s *nodeStorage) NewList() runtime.Object { return &metrics.NodeMetricsList
 func (s *nodeStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	nodes, err := s.nodes.ListNodes(ctx, labelSelector(opts))
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("listing nodes: %w", err))
+		return nil, apiError(ctx, "listing nodes", err)
 	}
 	if fs := fieldSelector(opts); fs != nil {
 		nodes = filterFields(nodes, fs, false)
 	}
 	items, err := s.getter.GetNodeMetrics(ctx, nodes)
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("reading node metrics: %w", err))
+		return nil, apiError(ctx, "reading node metrics", err)
 	}
 	return &metrics.NodeMetricsList{Items: items}, nil
 }
@@ -179,11 +178,11 @@ func (s *nodeStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions
 		return nil, apierrors.NewNotFound(nodeMetricsResource, name)
 	}
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("getting node %s: %w", name, err))
+		return nil, apiError(ctx, fmt.Sprintf("getting node %s", name), err)
 	}
 	items, err := s.getter.GetNodeMetrics(ctx, []*metav1.PartialObjectMetadata{node})
 	if err != nil {
-		return nil, apiError(ctx, fmt.Errorf("reading metrics of node %s: %w", name, err))
+		return nil, apiError(ctx, fmt.Sprintf("reading metrics of node %s", name), err)
 	}
 	if len(items) == 0 {
 		return nil, apierrors.NewNotFound(nodeMetricsResource, name)
@@ -233,38 +232,20 @@ func filterFields(objs []*metav1.PartialObjectMetadata, sel fields.Selector, nam
 	return out
 }
 
-// statusClientClosedRequest is answered when the client hung up first; it
-// keeps such requests apart from server errors in the request metrics.
-const statusClientClosedRequest = 499
-
-// apiError turns a failure into the API error the client sees: 503 when
-// Prometheus or the caches could not answer, 500 when Prometheus rejected a
-// configured query or it could not be rendered, a quiet status when the
-// client went away (prometheus-adapter#292: not worth a log line).
-func apiError(ctx context.Context, err error) error {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return err
+// apiError turns a failure into the API error the client sees (see
+// apistatus.FromError): 503 when Prometheus or the caches could not
+// answer, 500 when Prometheus rejected a configured query, a quiet status
+// when the client went away. what names the request; err goes to the log.
+func apiError(ctx context.Context, what string, err error) error {
+	var qe *QueryError
+	if errors.As(err, &qe) {
+		what += " (" + qe.Path + ")"
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		if errors.Is(ctxErr, context.DeadlineExceeded) {
-			return apierrors.NewTimeoutError("the metrics backend did not answer before the request deadline", 0)
-		}
-		return &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status:  metav1.StatusFailure,
-			Code:    statusClientClosedRequest,
-			Reason:  metav1.StatusReasonUnknown,
-			Message: "the client closed the request",
-		}}
-	}
-	klog.ErrorS(err, "Resource metrics request failed")
 	switch {
 	case errors.Is(err, ErrNotConfigured):
 		return apierrors.NewServiceUnavailable("metrics.k8s.io is not configured: " + err.Error())
 	case errors.Is(err, ErrCacheNotRunning), errors.Is(err, ErrCacheNotSynced):
-		return apierrors.NewServiceUnavailable(err.Error())
-	case promclient.IsUnavailable(err):
-		return apierrors.NewServiceUnavailable(err.Error())
+		return apistatus.Unavailable(ctx, what, err)
 	}
-	return apierrors.NewInternalError(err)
+	return apistatus.FromError(ctx, what, err)
 }

@@ -170,9 +170,11 @@ func sel(s string) string { return "?labelSelector=" + url.QueryEscape(s) }
 // TestAdapterValues runs, through the real aggregator and a real Prometheus,
 // the value handling that the provider's unit tests cover with httptest:
 // metrics of cluster-scoped objects (nodes, namespaces), samples that are
-// NaN, +Inf or -Inf, pods without a series, defaultValue, a query
-// Prometheus rejects, and Prometheus going away. Every answer is compared
-// value by value. It runs against the suite's Prometheus (3.x by default,
+// NaN (0 by default, no value with nanAsZero: false), +Inf or -Inf, pods
+// without a series, lists whose objects all lack a value (200, empty),
+// defaultValue, a query Prometheus rejects, and Prometheus going away.
+// Every answer is compared value by value, and no error message shows
+// the Prometheus URL, PromQL or a namespace other than the request's. It runs against the suite's Prometheus (3.x by default,
 // $PROMSCALER_PROMETHEUS to choose) and, when installed and not already
 // that one, Debian's 2.42, each with its own control plane.
 func TestAdapterValues(t *testing.T) {
@@ -267,6 +269,10 @@ func testAdapterValues(t *testing.T, promBinary string) {
 	podRef := objectRef{Kind: "Pod", APIVersion: "v1", Namespace: valuesNS}
 	podsPath := cmV1beta2 + "/namespaces/" + valuesNS + "/pods/"
 	wantFinite := map[string]string{"p-ok": "1.5", "p-neg": "-2.5", "p-big": "1e20"}
+	wantValues := map[string]string{"p-nan": "0"} // pod_thing: NaN is 0
+	for k, v := range wantFinite {
+		wantValues[k] = v
+	}
 
 	// Discovery has served each rule once its first answer is complete.
 	eventually(t, ctx, 60*time.Second, "first complete answers", func(ctx context.Context) error {
@@ -277,13 +283,13 @@ func testAdapterValues(t *testing.T, promBinary string) {
 		if err := diffValues(map[string]string{"av-n1": "1.5", "av-n2": "2", "av-n3": "4"}, got); err != nil {
 			return fmt.Errorf("nodes: %w", err)
 		}
-		for _, m := range []string{"pod_thing", "pod_thing_or_default", "pod_thing_bad_query"} {
+		for _, m := range []string{"pod_thing", "pod_thing_keep_nan", "pod_thing_or_default", "pod_thing_bad_query"} {
 			// pod_thing_bad_query answers 500 once discovered, 404 before.
 			if ans := getAnswer(ctx, env, podsPath+"p-ok/"+m); ans.code == http.StatusNotFound {
 				return fmt.Errorf("%s not discovered yet: %v", m, ans.err)
 			}
 		}
-		for _, m := range []string{"ext_thing", "ext_thing_or_default"} {
+		for _, m := range []string{"ext_thing", "ext_thing_or_default", "ext_thing_keep_nan"} {
 			if ans := getAnswer(ctx, env, emV1beta1+"/namespaces/"+valuesNS+"/"+m+sel("case=ok")); ans.err != nil {
 				return fmt.Errorf("%s: %v", m, ans.err)
 			}
@@ -301,6 +307,20 @@ func testAdapterValues(t *testing.T, promBinary string) {
 		t.Helper()
 		if err != nil {
 			t.Errorf("%s: %v", what, err)
+		}
+	}
+	// noLeak checks an error answer shows neither Prometheus' address nor
+	// PromQL (issue 21: they go to the adapter's log, under the request
+	// id the message carries).
+	noLeak := func(t *testing.T, what string, a apiAnswer) {
+		t.Helper()
+		for _, leak := range []string{prom.URL, "127.0.0.1", "sum(", "rate(", "{namespace="} {
+			if strings.Contains(string(a.body), leak) {
+				t.Errorf("%s: answer shows %q: %s", what, leak, a.body)
+			}
+		}
+		if !strings.Contains(string(a.body), "request id ") {
+			t.Errorf("%s: answer carries no request id: %s", what, a.body)
 		}
 	}
 	values := func(want map[string]string) func(map[string]string, error) error {
@@ -339,18 +359,17 @@ func testAdapterValues(t *testing.T, promBinary string) {
 		want := map[string]string{valuesNS: "3"}
 		check(t, "v1beta2", values(want)(customValuesV1beta2(getAnswer(ctx, env, cmV1beta2+"/namespaces/"+valuesNS+"/metrics/namespace_thing"), "namespace_thing", nsRef)))
 		check(t, "v1beta1", values(want)(customValuesV1beta1(getAnswer(ctx, env, cmV1beta1+"/namespaces/"+valuesNS+"/metrics/namespace_thing"), "namespace_thing", nsRef)))
-		for _, ns := range []string{"av-nan", "av-none"} {
-			check(t, ns, getAnswer(ctx, env, cmV1beta2+"/namespaces/"+ns+"/metrics/namespace_thing").wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "no sample with a finite value"))
-		}
+		check(t, "av-nan (NaN is 0)", values(map[string]string{"av-nan": "0"})(customValuesV1beta2(getAnswer(ctx, env, cmV1beta2+"/namespaces/av-nan/metrics/namespace_thing"), "namespace_thing", nsRef)))
+		check(t, "av-none", getAnswer(ctx, env, cmV1beta2+"/namespaces/av-none/metrics/namespace_thing").wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "no sample with a finite value"))
 	})
 
 	t.Run("pods NaN Inf absent", func(t *testing.T) {
-		check(t, "pods/*", values(wantFinite)(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing"), "pod_thing", podRef)))
-		check(t, "pods/* v1beta1", values(wantFinite)(customValuesV1beta1(getAnswer(ctx, env, cmV1beta1+"/namespaces/"+valuesNS+"/pods/*/pod_thing"), "pod_thing", podRef)))
-		for pod, v := range wantFinite {
+		check(t, "pods/*", values(wantValues)(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing"), "pod_thing", podRef)))
+		check(t, "pods/* v1beta1", values(wantValues)(customValuesV1beta1(getAnswer(ctx, env, cmV1beta1+"/namespaces/"+valuesNS+"/pods/*/pod_thing"), "pod_thing", podRef)))
+		for pod, v := range wantValues {
 			check(t, pod, values(map[string]string{pod: v})(customValuesV1beta2(getAnswer(ctx, env, podsPath+pod+"/pod_thing"), "pod_thing", podRef)))
 		}
-		for _, pod := range []string{"p-nan", "p-pinf", "p-ninf", "p-absent"} {
+		for _, pod := range []string{"p-pinf", "p-ninf", "p-absent"} {
 			check(t, pod+" by name", getAnswer(ctx, env, podsPath+pod+"/pod_thing").
 				wantError(http.StatusNotFound, metav1.StatusReasonNotFound, pod, "no sample with a finite value"))
 		}
@@ -359,19 +378,41 @@ func testAdapterValues(t *testing.T, promBinary string) {
 		if err == nil || !strings.Contains(err.Error(), "Error from server (NotFound): the server could not find the metric pod_thing for pods p-pinf: Prometheus returned no sample with a finite value for it") {
 			t.Errorf("kubectl get --raw p-pinf: want the NotFound reason, got %q, %v", out, err)
 		}
-		// Only pods without a value selected: not found, not an empty or zero answer.
-		for _, kind := range []string{"notnum", "absent"} {
-			check(t, "pods/* of "+kind, getAnswer(ctx, env, podsPath+"*/pod_thing"+sel("av-value="+kind)).wantError(http.StatusNotFound, metav1.StatusReasonNotFound))
+		// NaN is 0; ±Inf is no value.
+		check(t, "pods/* of notnum", values(map[string]string{"p-nan": "0"})(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing"+sel("av-value=notnum")), "pod_thing", podRef)))
+		// Only pods without a value selected: 200 with an empty list, as
+		// prometheus-adapter answers (never a made-up value).
+		check(t, "pods/* of absent", values(map[string]string{})(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing"+sel("av-value=absent")), "pod_thing", podRef)))
+	})
+
+	t.Run("pods nanAsZero false", func(t *testing.T) {
+		check(t, "pods/*", values(wantFinite)(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing_keep_nan"), "pod_thing_keep_nan", podRef)))
+		check(t, "pods/* of notnum", values(map[string]string{})(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing_keep_nan"+sel("av-value=notnum")), "pod_thing_keep_nan", podRef)))
+		check(t, "p-nan by name", getAnswer(ctx, env, podsPath+"p-nan/pod_thing_keep_nan").
+			wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "p-nan", "no sample with a finite value"))
+	})
+
+	t.Run("404 names no other namespace", func(t *testing.T) {
+		// pod_thing's series are all in av-pods; a caller asking in
+		// av-none must not learn that name.
+		p := cmV1beta2 + "/namespaces/av-none/pods/p-ok/pod_thing"
+		a := getAnswer(ctx, env, p)
+		check(t, p, a.wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "no sample with a finite value"))
+		if strings.Contains(string(a.body), valuesNS) {
+			t.Errorf("%s: the 404 names namespace %s: %s", p, valuesNS, a.body)
 		}
+		// No pod in av-none: an empty list.
+		check(t, "av-none pods/*", values(map[string]string{})(customValuesV1beta2(getAnswer(ctx, env, cmV1beta2+"/namespaces/av-none/pods/*/pod_thing"), "pod_thing", objectRef{Kind: "Pod", APIVersion: "v1", Namespace: "av-none"})))
 	})
 
 	t.Run("pods defaultValue", func(t *testing.T) {
-		want := map[string]string{"p-nan": "7.5", "p-pinf": "7.5", "p-ninf": "7.5", "p-absent": "7.5"}
-		for k, v := range wantFinite {
+		// NaN is a value (0); the default stands in for ±Inf and absence.
+		want := map[string]string{"p-pinf": "7.5", "p-ninf": "7.5", "p-absent": "7.5"}
+		for k, v := range wantValues {
 			want[k] = v
 		}
 		check(t, "pods/*", values(want)(customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing_or_default"), "pod_thing_or_default", podRef)))
-		check(t, "pods/* of notnum", values(map[string]string{"p-nan": "7.5", "p-pinf": "7.5", "p-ninf": "7.5"})(
+		check(t, "pods/* of notnum", values(map[string]string{"p-nan": "0", "p-pinf": "7.5", "p-ninf": "7.5"})(
 			customValuesV1beta2(getAnswer(ctx, env, podsPath+"*/pod_thing_or_default"+sel("av-value=notnum")), "pod_thing_or_default", podRef)))
 		for _, pod := range []string{"p-ok", "p-nan", "p-absent"} {
 			check(t, pod+" by name", values(map[string]string{pod: want[pod]})(
@@ -386,16 +427,19 @@ func testAdapterValues(t *testing.T, promBinary string) {
 		ext := emV1beta1 + "/namespaces/" + valuesNS + "/"
 		for _, c := range []struct {
 			metric, selector string
-			want             map[string]string // nil: 404
+			want             map[string]string
 		}{
-			{"ext_thing", "", map[string]string{"case=ok": "42", "case=neg": "-1"}},
-			{"ext_thing", "case in (ok,nan,pinf)", map[string]string{"case=ok": "42"}},
-			{"ext_thing", "case=nan", nil},
-			{"ext_thing", "case=pinf", nil},
-			{"ext_thing", "case=ninf", nil},
-			{"ext_thing", "case=absent", nil},
-			{"ext_thing_or_default", "case in (ok,nan)", map[string]string{"case=ok": "42"}},
-			{"ext_thing_or_default", "case=nan", map[string]string{"": "250m"}},
+			{"ext_thing", "", map[string]string{"case=ok": "42", "case=neg": "-1", "case=nan": "0"}},
+			{"ext_thing", "case in (ok,nan,pinf)", map[string]string{"case=ok": "42", "case=nan": "0"}},
+			{"ext_thing", "case=nan", map[string]string{"case=nan": "0"}},
+			// No value: 200 with an empty list, as prometheus-adapter answers.
+			{"ext_thing", "case=pinf", map[string]string{}},
+			{"ext_thing", "case=ninf", map[string]string{}},
+			{"ext_thing", "case=absent", map[string]string{}},
+			{"ext_thing_keep_nan", "", map[string]string{"case=ok": "42", "case=neg": "-1"}},
+			{"ext_thing_keep_nan", "case=nan", map[string]string{}},
+			{"ext_thing_or_default", "case in (ok,nan)", map[string]string{"case=ok": "42", "case=nan": "0"}},
+			{"ext_thing_or_default", "case=nan", map[string]string{"case=nan": "0"}},
 			{"ext_thing_or_default", "case=ninf", map[string]string{"": "250m"}},
 			{"ext_thing_or_default", "case=absent", map[string]string{"": "250m"}},
 			{"ext_query_or_default", "case in (ok,neg)", map[string]string{"": "41"}},
@@ -407,18 +451,20 @@ func testAdapterValues(t *testing.T, promBinary string) {
 				path += sel(c.selector)
 			}
 			ans := getAnswer(ctx, env, path)
-			if c.want == nil {
-				check(t, c.metric+" "+c.selector, ans.wantError(http.StatusNotFound, metav1.StatusReasonNotFound, "no sample with a finite value"))
-				continue
-			}
 			check(t, c.metric+" "+c.selector, values(c.want)(externalValues(ans, c.metric)))
 		}
+		// A namespaced rule mapping no namespace label serves nothing,
+		// and says why.
+		check(t, "ext_thing_unscoped", getAnswer(ctx, env, ext+"ext_thing_unscoped").wantError(http.StatusNotFound, metav1.StatusReasonNotFound,
+			"discovers it but is namespaced (resources.namespaced defaults to true) and maps no label to namespaces"))
 	})
 
 	t.Run("query rejected by Prometheus", func(t *testing.T) {
 		// A 500 naming the cause, although the rule has a defaultValue.
 		for _, p := range []string{"p-ok/pod_thing_bad_query", "*/pod_thing_bad_query"} {
-			check(t, p, getAnswer(ctx, env, podsPath+p).wantError(http.StatusInternalServerError, metav1.StatusReasonInternalError, "Prometheus rejected the query"))
+			a := getAnswer(ctx, env, podsPath+p)
+			check(t, p, a.wantError(http.StatusInternalServerError, metav1.StatusReasonInternalError, "Prometheus rejected the query"))
+			noLeak(t, p, a)
 		}
 	})
 
@@ -435,7 +481,9 @@ func testAdapterValues(t *testing.T, promBinary string) {
 			emV1beta1 + "/namespaces/" + valuesNS + "/ext_thing_or_default" + sel("case=absent"),
 			emV1beta1 + "/namespaces/" + valuesNS + "/ext_query_or_default" + sel("case=absent"),
 		} {
-			check(t, p, getAnswer(ctx, env, p).wantError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "Prometheus did not answer"))
+			a := getAnswer(ctx, env, p)
+			check(t, p, a.wantError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "Prometheus did not answer"))
+			noLeak(t, p, a)
 		}
 	})
 	t.Logf("done after %s", time.Since(t0).Round(time.Millisecond))
