@@ -83,7 +83,7 @@ func Explain(in Input, req Request) (*Result, error) {
 }
 
 func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error) {
-	what := fmt.Sprintf("custom metric %q for %s", req.Metric, displayGR(req.Resource))
+	what := fmt.Sprintf("custom metric %q for %s", req.Metric, req.Resource.String())
 	if req.Namespace != "" {
 		what += fmt.Sprintf(" in namespace %q", req.Namespace)
 	} else {
@@ -301,7 +301,7 @@ func customReasons(in Input, idx *discovery.Index, req Request) []string {
 		scoper = discovery.DefaultScoper{}
 	}
 	if req.Namespace != "" && scoper.ClusterScoped(req.Resource) {
-		reasons = append(reasons, fmt.Sprintf("%s is cluster-scoped: its metrics are served without a namespace (drop --namespace)", displayGR(req.Resource)))
+		reasons = append(reasons, fmt.Sprintf("%s is cluster-scoped: its metrics are served without a namespace (drop --namespace)", req.Resource.String()))
 	}
 	if len(in.Rules.CustomRules()) == 0 {
 		reasons = append(reasons, "the configuration has no rules (custom metrics)")
@@ -313,7 +313,7 @@ func customReasons(in Input, idx *discovery.Index, req Request) []string {
 		}
 	}
 	if len(served) > 0 {
-		reasons = append(reasons, fmt.Sprintf("metrics served for %s: %s", displayGR(req.Resource), summarize(served, 10)))
+		reasons = append(reasons, fmt.Sprintf("metrics served for %s: %s", req.Resource.String(), summarize(served, 10)))
 	}
 	return reasons
 }
@@ -336,16 +336,16 @@ func resourceStage(r *naming.Rule, series []naming.Series, req Request) []string
 				continue
 			}
 			if gr, ok := r.Resources().ResourceForLabel(string(l)); ok {
-				mapped[string(l)] = displayGR(gr)
+				mapped[string(l)] = gr.String()
 			} else if !slices.Contains(unmapped, string(l)) {
 				unmapped = append(unmapped, string(l))
 			}
 		}
 	}
 	if len(withResource) == 0 {
-		msg := fmt.Sprintf("%s: no label of the %d series named for %q maps to %s", r.Path(), len(series), req.Metric, displayGR(req.Resource))
+		msg := fmt.Sprintf("%s: no label of the %d series named for %q maps to %s", r.Path(), len(series), req.Metric, req.Resource.String())
 		if labelErr == nil {
-			msg += fmt.Sprintf(" (the rule's label for %s is %q, which the series lack)", displayGR(req.Resource), resLabel)
+			msg += fmt.Sprintf(" (the rule's label for %s is %q, which the series lack)", req.Resource.String(), resLabel)
 		} else {
 			msg += fmt.Sprintf(" (%v)", labelErr)
 		}
@@ -364,7 +364,7 @@ func resourceStage(r *naming.Rule, series []naming.Series, req Request) []string
 				return nil // served cluster-wide: cannot happen when not found, but stay quiet
 			}
 		}
-		return []string{fmt.Sprintf("%s: the series for %s carry a namespace label (%q): ask with --namespace", r.Path(), displayGR(req.Resource), nsLabel)}
+		return []string{fmt.Sprintf("%s: the series for %s carry a namespace label (%q): ask with --namespace", r.Path(), req.Resource.String(), nsLabel)}
 	}
 	var nss []string
 	for _, s := range withResource {
@@ -374,12 +374,12 @@ func resourceStage(r *naming.Rule, series []naming.Series, req Request) []string
 	}
 	if len(nss) == 0 {
 		if nsLabel == "" {
-			return []string{fmt.Sprintf("%s: no label maps to namespaces, so %s is served cluster-wide only (drop --namespace)", r.Path(), displayGR(req.Resource))}
+			return []string{fmt.Sprintf("%s: no label maps to namespaces, so %s is served cluster-wide only (drop --namespace)", r.Path(), req.Resource.String())}
 		}
-		return []string{fmt.Sprintf("%s: the series for %s have no namespace label %q, so they are served cluster-wide only (drop --namespace)", r.Path(), displayGR(req.Resource), nsLabel)}
+		return []string{fmt.Sprintf("%s: the series for %s have no namespace label %q, so they are served cluster-wide only (drop --namespace)", r.Path(), req.Resource.String(), nsLabel)}
 	}
 	slices.Sort(nss)
-	return []string{fmt.Sprintf("%s: series for %s exist in namespaces %s, not in %q", r.Path(), displayGR(req.Resource), summarize(nss, 8), req.Namespace)}
+	return []string{fmt.Sprintf("%s: series for %s exist in namespaces %s, not in %q", r.Path(), req.Resource.String(), summarize(nss, 8), req.Namespace)}
 }
 
 func externalReasons(in Input, req Request) []string {
@@ -415,13 +415,6 @@ func externalReasons(in Input, req Request) []string {
 		reasons = append(reasons, "the configuration has no externalRules and no externalQueries entry of that name")
 	}
 	return reasons
-}
-
-func displayGR(gr schema.GroupResource) string {
-	if gr.Group == "" {
-		return gr.Resource
-	}
-	return gr.Resource + "." + gr.Group
 }
 
 func summarize(vs []string, n int) string {

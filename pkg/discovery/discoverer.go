@@ -608,7 +608,7 @@ func (d *Discoverer) record(rs *naming.RuleSet, idx *Index, failed []error, star
 		seen[s] = true
 		if !d.conflicts[s] {
 			klog.InfoS("Metric produced by more than one rule; the last rule in the configuration wins",
-				"api", c.API, "resource", displayGR(c.GroupResource), "metric", c.Metric,
+				"api", c.API, "resource", c.GroupResource.String(), "metric", c.Metric,
 				"winner", c.Winner.String(), "shadowed", c.Shadowed.String(), "namespaces", summarize(c.Namespaces, 5))
 		}
 	}

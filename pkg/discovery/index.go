@@ -90,7 +90,7 @@ type Conflict struct {
 func (c Conflict) String() string {
 	what := c.Metric
 	if c.API == naming.CustomMetricsAPI {
-		what = fmt.Sprintf("%s for %s", c.Metric, displayGR(c.GroupResource))
+		what = fmt.Sprintf("%s for %s", c.Metric, c.GroupResource.String())
 	}
 	where := "cluster-wide"
 	if c.Namespaced {
@@ -686,14 +686,6 @@ func sortedInts(m map[int][]string) []int {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// displayGR renders a group-resource as "pods" or "deployments.apps".
-func displayGR(gr schema.GroupResource) string {
-	if gr.Group == "" {
-		return gr.Resource
-	}
-	return gr.Resource + "." + gr.Group
 }
 
 // summarize joins at most n values, with a count of the rest.

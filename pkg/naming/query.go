@@ -189,7 +189,7 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 			ms = append(ms, Matcher{Name: resLabel, Op: MatchNotEqual})
 		}
 	case len(names) == 0:
-		return nil, "", "", fmt.Errorf("%w for %s", ErrNoObjects, displayGR(gr))
+		return nil, "", "", fmt.Errorf("%w for %s", ErrNoObjects, gr.String())
 	default:
 		if err := checkLabelValues(resLabel, names); err != nil {
 			return nil, "", "", err

@@ -379,22 +379,22 @@ func (m *ResourceMapper) LabelForResource(gr schema.GroupResource) (string, erro
 		return l, nil
 	}
 	if m.tmpl == nil {
-		return "", fmt.Errorf("%w %s: no override names it and the rule has no resources.template", ErrNoLabelForResource, displayGR(gr))
+		return "", fmt.Errorf("%w %s: no override names it and the rule has no resources.template", ErrNoLabelForResource, gr.String())
 	}
 	if v, ok := m.resLabels.Load(gr); ok {
 		return v.(string), nil
 	}
 	singular, err := m.rest.ResourceSingularizer(gr.Resource)
 	if err != nil {
-		return "", fmt.Errorf("%w %s: singularising %q: %w", ErrNoLabelForResource, displayGR(gr), gr.Resource, err)
+		return "", fmt.Errorf("%w %s: singularising %q: %w", ErrNoLabelForResource, gr.String(), gr.Resource, err)
 	}
 	var sb strings.Builder
 	if err := m.tmpl.Execute(&sb, &config.ResourceTemplateData{Group: SanitizeGroup(gr.Group), Resource: singular}); err != nil {
-		return "", fmt.Errorf("%w %s: rendering resources.template: %w", ErrNoLabelForResource, displayGR(gr), err)
+		return "", fmt.Errorf("%w %s: rendering resources.template: %w", ErrNoLabelForResource, gr.String(), err)
 	}
 	l := sb.String()
 	if err := checkLabelName(l); err != nil {
-		return "", fmt.Errorf("%w %s: resources.template rendered %w", ErrNoLabelForResource, displayGR(gr), err)
+		return "", fmt.Errorf("%w %s: resources.template rendered %w", ErrNoLabelForResource, gr.String(), err)
 	}
 	m.resLabels.Store(gr, l)
 	return l, nil
@@ -423,11 +423,3 @@ func (m *ResourceMapper) Overrides() map[string]schema.GroupResource {
 
 // HasTemplate reports whether the rule has a resources.template.
 func (m *ResourceMapper) HasTemplate() bool { return m.tmpl != nil }
-
-// displayGR renders a group-resource as "pods" or "deployments.apps".
-func displayGR(gr schema.GroupResource) string {
-	if gr.Group == "" {
-		return gr.Resource
-	}
-	return gr.Resource + "." + gr.Group
-}

@@ -39,7 +39,7 @@ func (t *customTarget) gr() schema.GroupResource { return t.gvr.GroupResource() 
 
 // what names the request in error messages.
 func (t *customTarget) what() string {
-	return fmt.Sprintf("metric %s for %s (%s)", t.metric, displayGR(t.gr()), t.entry.Rule.Path())
+	return fmt.Sprintf("metric %s for %s (%s)", t.metric, t.gr().String(), t.entry.Rule.Path())
 }
 
 // resolveCustom normalises the request's resource and finds the rule
@@ -73,7 +73,7 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 // namespace, a metric some rule produces for the resource is always
 // served: see discovery.Index.Custom.)
 func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool, namespace, metric string) string {
-	res := displayGR(gr)
+	res := gr.String()
 	if namespace != "" {
 		if len(x.CustomCandidates(gr, false, metric)) > 0 {
 			return fmt.Sprintf("it is served for %s cluster-wide: ask without a namespace", res)
@@ -456,17 +456,9 @@ func renderError(ctx context.Context, what string, err error) error {
 
 // listError maps an object listing failure.
 func listError(ctx context.Context, t *customTarget, namespace string, err error) error {
-	where := displayGR(t.gr())
+	where := t.gr().String()
 	if namespace != "" {
 		where += " in namespace " + namespace
 	}
 	return apistatus.Unavailable(ctx, "listing "+where+" from the object cache", err)
-}
-
-// displayGR renders a group-resource as "pods" or "deployments.apps".
-func displayGR(gr schema.GroupResource) string {
-	if gr.Group == "" {
-		return gr.Resource
-	}
-	return gr.Resource + "." + gr.Group
 }

@@ -361,7 +361,7 @@ func summarizeConfig(cfgs []*config.Config, rs *naming.RuleSet) []string {
 		var mapping []string
 		ov := res.Overrides()
 		for _, l := range sortedKeys(ov) {
-			mapping = append(mapping, l+"->"+displayGroupResource(ov[l]))
+			mapping = append(mapping, l+"->"+ov[l].String())
 		}
 		if res.HasTemplate() {
 			rc := ruleConfig(cfgs, r)
@@ -424,13 +424,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func displayGroupResource(gr schema.GroupResource) string {
-	if gr.Group == "" {
-		return gr.Resource
-	}
-	return gr.Resource + "." + gr.Group
 }
 
 func strconvQuote(s string) string { return strconv.Quote(s) }
