@@ -16,9 +16,9 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // benchSeries returns series for the seed rule: per pod, perPod series
@@ -133,13 +133,13 @@ rules:
 }
 
 // benchStrategies runs one discovery pass per iteration with each strategy
-// over series, answered by fakeprom through a replaying cache (so the
+// over series, answered by promtest through a replaying cache (so the
 // benchmark measures the adapter, not the fake), and reports the answers'
 // bytes per pass. wantMetrics is the number of custom metrics the index
 // must hold.
 func benchStrategies(b *testing.B, rules *naming.RuleSet, series []model.LabelSet, wantMetrics int) {
 	b.Helper()
-	fake := fakeprom.New(series)
+	fake := promtest.New(series)
 	defer fake.Close()
 	cache := newReplay(fake.URL)
 	front := httptest.NewServer(cache)

@@ -19,9 +19,9 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 const testConfig = `
@@ -112,7 +112,7 @@ func testSeries() []model.LabelSet {
 }
 
 type setup struct {
-	fake    *fakeprom.Server
+	fake    *promtest.Server
 	disc    *discovery.Discoverer
 	metrics *metrics.Metrics
 	clock   *testingclock.FakeClock
@@ -120,7 +120,7 @@ type setup struct {
 
 func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discovery.Strategy) *setup {
 	t.Helper()
-	fake := fakeprom.New(series)
+	fake := promtest.New(series)
 	t.Cleanup(fake.Close)
 	m := metrics.New()
 	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 5 * time.Second})
@@ -233,16 +233,16 @@ func TestStrategiesGiveTheSameIndex(t *testing.T) {
 
 	// Identical seriesQueries (rules[1] and rules[2]) are asked once; the
 	// template rules need one label-names call.
-	if got, want := grouped.fake.Calls(fakeprom.Query), 5; got != want {
+	if got, want := grouped.fake.Calls(promtest.Query), 5; got != want {
 		t.Errorf("grouped strategy sent %d queries, want %d (one per distinct seriesQuery):\n%s", got, want, strings.Join(grouped.fake.Queries(), "\n"))
 	}
-	if got := grouped.fake.Calls(fakeprom.Labels); got != 1 {
+	if got := grouped.fake.Calls(promtest.Labels); got != 1 {
 		t.Errorf("grouped strategy asked label names %d times, want 1", got)
 	}
-	if got := grouped.fake.Calls(fakeprom.Series); got != 0 {
+	if got := grouped.fake.Calls(promtest.Series); got != 0 {
 		t.Errorf("grouped strategy listed series %d times, want 0", got)
 	}
-	if got, want := listed.fake.Calls(fakeprom.Series), 5; got != want {
+	if got, want := listed.fake.Calls(promtest.Series), 5; got != want {
 		t.Errorf("series strategy listed series %d times, want %d", got, want)
 	}
 	// Both report the same number of series per rule.
@@ -309,10 +309,10 @@ func TestFailureKeepsLastGoodResult(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		failure fakeprom.Failure
+		failure promtest.Failure
 	}{
-		{"server error", fakeprom.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}},
-		{"truncated JSON", fakeprom.Failure{Status: http.StatusOK, Body: `{"status":"success","data":{"resultType":"vec`, Match: "pm_status"}},
+		{"server error", promtest.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}},
+		{"truncated JSON", promtest.Failure{Status: http.StatusOK, Body: `{"status":"success","data":{"resultType":"vec`, Match: "pm_status"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,7 +327,7 @@ func TestFailureKeepsLastGoodResult(t *testing.T) {
 				t.Fatal("fpm_active_rate not discovered")
 			}
 			// New data: pm_status fails, the node metric moves to n3.
-			s.fake.Fail(fakeprom.Query, tc.failure)
+			s.fake.Fail(promtest.Query, tc.failure)
 			s.fake.SetSeries(append(testSeries()[:0:0], ls("__name__", "node_load1", "instance", "n3")))
 			err := s.disc.RunOnce(ctx)
 			if err == nil || !strings.Contains(err.Error(), "pm_status") {
@@ -359,7 +359,7 @@ func TestFailureKeepsLastGoodResult(t *testing.T) {
 func TestReadiness(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
-	s.fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadGateway})
+	s.fake.Fail(promtest.Query, promtest.Failure{Status: http.StatusBadGateway})
 	ctx := context.Background()
 	if err := s.disc.RunOnce(ctx); err == nil {
 		t.Fatal("RunOnce succeeded against a failing Prometheus")
@@ -370,7 +370,7 @@ func TestReadiness(t *testing.T) {
 	if err := s.disc.Checker().Check(nil); err == nil || !strings.Contains(err.Error(), "injected failure") {
 		t.Errorf("Checker() = %v, want an error with the cause", err)
 	}
-	s.fake.Fail(fakeprom.Query, fakeprom.Failure{})
+	s.fake.Fail(promtest.Query, promtest.Failure{})
 	if err := s.disc.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestFallbacks(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		setup func(*fakeprom.Server)
+		setup func(*promtest.Server)
 		// Over two passes of 5 distinct seriesQueries: queries and series
 		// lists sent (each variant is tried once per seriesQuery).
 		wantQueries, wantSeries int
@@ -394,19 +394,19 @@ func TestFallbacks(t *testing.T) {
 	}{
 		{
 			name:        "query rejected",
-			setup:       func(f *fakeprom.Server) { f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest}) },
+			setup:       func(f *promtest.Server) { f.Fail(promtest.Query, promtest.Failure{Status: http.StatusBadRequest}) },
 			wantQueries: 5 + 5, wantSeries: 10,
 		},
 		{
 			name:        "metric name dropped (VictoriaMetrics)",
-			setup:       func(f *fakeprom.Server) { f.DropMetricName(true) },
+			setup:       func(f *promtest.Server) { f.DropMetricName(true) },
 			wantQueries: 5 + 5 + 5, wantKeep: true,
 		},
 		{
 			name: "metric name dropped and keep_metric_names rejected",
-			setup: func(f *fakeprom.Server) {
+			setup: func(f *promtest.Server) {
 				f.DropMetricName(true)
-				f.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusBadRequest, Match: "keep_metric_names"})
+				f.Fail(promtest.Query, promtest.Failure{Status: http.StatusBadRequest, Match: "keep_metric_names"})
 			},
 			wantQueries: 5 + 5, wantSeries: 10,
 		},
@@ -429,10 +429,10 @@ func TestFallbacks(t *testing.T) {
 			if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
 				t.Errorf("index (-series +fallback):\n%s", diff)
 			}
-			if got := s.fake.Calls(fakeprom.Query); got != tc.wantQueries {
+			if got := s.fake.Calls(promtest.Query); got != tc.wantQueries {
 				t.Errorf("%d queries over two passes, want %d", got, tc.wantQueries)
 			}
-			if got := s.fake.Calls(fakeprom.Series); got != tc.wantSeries {
+			if got := s.fake.Calls(promtest.Series); got != tc.wantSeries {
 				t.Errorf("%d series lists over two passes, want %d", got, tc.wantSeries)
 			}
 			qs := s.fake.Queries()
@@ -446,7 +446,7 @@ func TestFallbacks(t *testing.T) {
 func TestBadQueryCountsAsComplete(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
-	s.fake.Fail(fakeprom.Series, fakeprom.Failure{Status: http.StatusBadRequest, Match: "queue_age"})
+	s.fake.Fail(promtest.Series, promtest.Failure{Status: http.StatusBadRequest, Match: "queue_age"})
 	if err := s.disc.RunOnce(context.Background()); err == nil {
 		t.Fatal("no error for a rejected seriesQuery")
 	}
@@ -532,7 +532,7 @@ func TestNewValidates(t *testing.T) {
 func TestRunRetriesUntilReady(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
-	s.fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	s.fake.Fail(promtest.Query, promtest.Failure{Status: http.StatusServiceUnavailable})
 	s.run(t)
 	failures := func() float64 {
 		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure))
@@ -543,7 +543,7 @@ func TestRunRetriesUntilReady(t *testing.T) {
 	}
 	s.clock.Step(time.Second) // first retry
 	waitFor(t, "second failed pass", func() bool { return failures() == 2 && s.clock.HasWaiters() })
-	s.fake.Fail(fakeprom.Query, fakeprom.Failure{})
+	s.fake.Fail(promtest.Query, promtest.Failure{})
 	s.clock.Step(1500 * time.Millisecond) // not yet: the retry delay doubled to 2 s
 	time.Sleep(50 * time.Millisecond)
 	if s.disc.Ready() {

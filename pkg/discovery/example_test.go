@@ -13,16 +13,16 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // Example shows how the server wires discovery: a Prometheus client, the
 // compiled rules, the relist interval and max age, the RESTMapper's scopes
 // and the adapter's metrics. Run(ctx) would loop; RunOnce runs one pass.
 func Example() {
-	fake := fakeprom.New([]model.LabelSet{
+	fake := promtest.New([]model.LabelSet{
 		{"__name__": "pm_status", "namespace": "abtest", "pod_name": "a", "state": "active processes"},
 	})
 	defer fake.Close()

@@ -17,8 +17,8 @@ import (
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // diffConfig exercises what the labels strategy must reproduce: overrides,
@@ -137,7 +137,7 @@ func randomSeries(r *rand.Rand) []model.LabelSet {
 // strategy: for random series, the index it builds is the series strategy's.
 func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	t.Parallel()
-	fake := fakeprom.New(nil)
+	fake := promtest.New(nil)
 	t.Cleanup(fake.Close)
 	t.Cleanup(fake.Client().CloseIdleConnections)
 	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: metrics.New(), Timeout: 5 * time.Second})
@@ -180,7 +180,7 @@ func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	if nonEmpty < 60 {
 		t.Errorf("only %d of 100 random cases discovered anything", nonEmpty)
 	}
-	if fake.Calls(fakeprom.Query) == 0 || fake.Calls(fakeprom.LabelValues) == 0 {
+	if fake.Calls(promtest.Query) == 0 || fake.Calls(promtest.LabelValues) == 0 {
 		t.Error("the strategies did not ask what they should")
 	}
 }
@@ -197,7 +197,7 @@ func TestLabelsStrategyRequests(t *testing.T) {
 	if err := s.disc.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.fake.Calls(fakeprom.Query) + s.fake.Calls(fakeprom.Series); got != 0 {
+	if got := s.fake.Calls(promtest.Query) + s.fake.Calls(promtest.Series); got != 0 {
 		t.Errorf("labels strategy sent %d queries or series lists, want 0", got)
 	}
 	// One names call per distinct seriesQuery (5), then per kept name the
@@ -207,10 +207,10 @@ func TestLabelsStrategyRequests(t *testing.T) {
 	// node_load1 (not for pm_status and queue_length, whose seriesQueries
 	// require every label their rules map), and no cluster-wide check (every
 	// seriesQuery with a namespaced resource requires namespace).
-	if got, want := s.fake.Calls(fakeprom.LabelValues), 5+1+2+2+1; got != want {
+	if got, want := s.fake.Calls(promtest.LabelValues), 5+1+2+2+1; got != want {
 		t.Errorf("%d label-values calls, want %d:\n%s", got, want, strings.Join(s.fake.Matches(), "\n"))
 	}
-	if got, want := s.fake.Calls(fakeprom.Labels), 3; got != want {
+	if got, want := s.fake.Calls(promtest.Labels), 3; got != want {
 		t.Errorf("%d label-names calls, want %d:\n%s", got, want, strings.Join(s.fake.Matches(), "\n"))
 	}
 	for _, sel := range s.fake.Matches() {
@@ -241,16 +241,16 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		endpoint string
-		failure  fakeprom.Failure
+		failure  promtest.Failure
 		// Over two passes of 5 distinct seriesQueries.
 		wantSeries int
 		wantErr    bool
 	}{
-		{"match[] rejected", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusBadRequest}, 10, false},
-		{"endpoint not found", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusNotFound}, 10, false},
+		{"match[] rejected", promtest.LabelValues, promtest.Failure{Status: http.StatusBadRequest}, 10, false},
+		{"endpoint not found", promtest.LabelValues, promtest.Failure{Status: http.StatusNotFound}, 10, false},
 		// Only the template rules' seriesQuery asks label names per name.
-		{"per-name call rejected", fakeprom.Labels, fakeprom.Failure{Status: http.StatusUnprocessableEntity, Match: "http_requests_total"}, 2, false},
-		{"transient", fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}, 0, true},
+		{"per-name call rejected", promtest.Labels, promtest.Failure{Status: http.StatusUnprocessableEntity, Match: "http_requests_total"}, 2, false},
+		{"transient", promtest.LabelValues, promtest.Failure{Status: http.StatusServiceUnavailable, Match: "pm_status"}, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,7 +275,7 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 			if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
 				t.Errorf("index (-series +labels):\n%s", diff)
 			}
-			if got := s.fake.Calls(fakeprom.Series); got != tc.wantSeries {
+			if got := s.fake.Calls(promtest.Series); got != tc.wantSeries {
 				t.Errorf("%d series lists over two passes, want %d", got, tc.wantSeries)
 			}
 			pods := schema.GroupResource{Resource: "pods"}
@@ -298,7 +298,7 @@ func TestLabelsStrategyReloadKeepsLastGood(t *testing.T) {
 	}
 	want := dump(s.disc.Index())
 	s.disc.SetRules(compile(t, testConfig))
-	s.fake.Fail(fakeprom.LabelValues, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	s.fake.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusServiceUnavailable})
 	if err := s.disc.RunOnce(ctx); err == nil {
 		t.Fatal("RunOnce succeeded against a failing Prometheus")
 	}

@@ -3,11 +3,9 @@ package provider_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 func TestMain(m *testing.M) {
@@ -170,57 +169,20 @@ func testObjects() *fake.Objects {
 		Add(clusterQueuesGR, fake.Object{Name: "cq-a"})
 }
 
-// fakeProm is an httptest Prometheus answering instant queries from a
-// function of the query, recording every query it receives.
-type fakeProm struct {
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	queries []string
-	answer  func(query string) (int, string)
-	gate    chan struct{} // when set, every request waits for it to close
-	arrived chan struct{} // when set, receives once per request
-}
+// fakeProm is the test kit's Prometheus answering instant queries from a
+// function of the query.
+type fakeProm struct{ *promtest.Server }
 
 func newFakeProm(t testing.TB, answer func(query string) (int, string)) *fakeProm {
 	t.Helper()
-	f := &fakeProm{answer: answer}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
+	s := promtest.New(nil)
+	s.HandleQuery(answer)
+	t.Cleanup(s.Close)
+	return &fakeProm{s}
 }
 
-func (f *fakeProm) serve(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	q := r.Form.Get("query")
-	f.mu.Lock()
-	f.queries = append(f.queries, q)
-	answer, gate, arrived := f.answer, f.gate, f.arrived
-	f.mu.Unlock()
-	if arrived != nil {
-		arrived <- struct{}{}
-	}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-r.Context().Done():
-			return
-		}
-	}
-	code, body := answer(q)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(body))
-}
-
-func (f *fakeProm) sent() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.queries...)
-}
+// sent returns the queries received, in order.
+func (f *fakeProm) sent() []string { return f.Queries() }
 
 // client returns a real pkg/promclient client for the fake, with its own
 // transport closed at the end of the test.
@@ -229,7 +191,7 @@ func (f *fakeProm) client(t testing.TB, timeout time.Duration, m *metrics.Metric
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	t.Cleanup(tr.CloseIdleConnections)
 	c, err := promclient.New(promclient.Config{
-		Address:    f.srv.URL,
+		Address:    f.URL,
 		HTTPClient: &http.Client{Transport: tr},
 		Timeout:    timeout,
 		Metrics:    m,
@@ -368,12 +330,4 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 // hold makes every later request wait until release is called, reporting
 // each arrival on the returned channel (buffered for n arrivals).
-func (f *fakeProm) hold(n int) (arrived <-chan struct{}, release func()) {
-	gate := make(chan struct{})
-	ch := make(chan struct{}, n)
-	f.mu.Lock()
-	f.gate, f.arrived = gate, ch
-	f.mu.Unlock()
-	var once sync.Once
-	return ch, func() { once.Do(func() { close(gate) }) }
-}
+func (f *fakeProm) hold(n int) (arrived <-chan struct{}, release func()) { return f.Hold(n) }

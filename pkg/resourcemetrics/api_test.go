@@ -30,6 +30,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // fakeObjects is an in-memory PodLister and NodeLister.
@@ -97,10 +98,12 @@ func (f *fakeObjects) GetNode(_ context.Context, name string) (*metav1.PartialOb
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
 }
 
-// newPromClient returns the project's Prometheus client talking to h.
-func newPromClient(t testing.TB, h http.Handler) *promclient.Client {
+// newPromClient returns the project's Prometheus client talking to the
+// test kit's Prometheus answering instant queries with answer.
+func newPromClient(t testing.TB, answer func(query string) (int, string)) *promclient.Client {
 	t.Helper()
-	srv := httptest.NewServer(h)
+	srv := promtest.New(nil)
+	srv.HandleQuery(answer)
 	t.Cleanup(srv.Close)
 	c, err := promclient.New(promclient.Config{Address: srv.URL, HTTPClient: srv.Client(), Timeout: 5 * time.Second})
 	if err != nil {
@@ -239,7 +242,7 @@ func podNames(t *testing.T, body []byte) []string {
 
 func TestAPIGetPod(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp))
+	h := newServer(t, objs, newPromClient(t, fp.answer))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "")
 	if code != http.StatusOK {
 		t.Fatalf("GET pod metrics: %d %s", code, body)
@@ -264,7 +267,7 @@ func TestAPIGetPod(t *testing.T) {
 
 func TestAPIListPods(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp))
+	h := newServer(t, objs, newPromClient(t, fp.answer))
 	tests := []struct {
 		name string
 		path string
@@ -293,7 +296,7 @@ func TestAPIListPods(t *testing.T) {
 
 func TestAPINodes(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp))
+	h := newServer(t, objs, newPromClient(t, fp.answer))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/nodes", "")
 	if code != http.StatusOK {
 		t.Fatalf("list nodes: %d %s", code, body)
@@ -326,7 +329,7 @@ func TestAPINodes(t *testing.T) {
 
 func TestAPIErrors(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp))
+	h := newServer(t, objs, newPromClient(t, fp.answer))
 	tests := []struct {
 		name     string
 		path     string
@@ -355,9 +358,7 @@ func TestAPIErrors(t *testing.T) {
 
 func TestAPIPrometheusDown(t *testing.T) {
 	objs, _ := testCluster()
-	down := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "upstream connect error", http.StatusBadGateway)
-	})
+	down := func(string) (int, string) { return http.StatusBadGateway, "upstream connect error" }
 	h := newServer(t, objs, newPromClient(t, down))
 	for _, path := range []string{"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "/apis/metrics.k8s.io/v1beta1/nodes"} {
 		code, body := do(t, h, path, "")
@@ -379,7 +380,7 @@ func TestAPICacheNotSynced(t *testing.T) {
 
 func TestAPITable(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp))
+	h := newServer(t, objs, newPromClient(t, fp.answer))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	if code != http.StatusOK {
 		t.Fatalf("table: %d %s", code, body)
@@ -498,11 +499,9 @@ func TestNewRequiresEverything(t *testing.T) {
 
 func TestAPIBadQuery(t *testing.T) {
 	objs, _ := testCluster()
-	bad := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"parse error: unexpected character"}`)
-	})
+	bad := func(string) (int, string) {
+		return http.StatusBadRequest, `{"status":"error","errorType":"bad_data","error":"parse error: unexpected character"}`
+	}
 	h := newServer(t, objs, newPromClient(t, bad))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "")
 	if code != http.StatusInternalServerError || !strings.Contains(string(body), ".containerQuery): Prometheus rejected the query") ||

@@ -1,7 +1,6 @@
 package resourcemetrics_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,33 +24,24 @@ import (
 type replayProm struct {
 	fake *fakeProm
 	mu   sync.Mutex
-	body map[string][]byte
+	body map[string]string
 }
 
-func (r *replayProm) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if err := req.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	q := req.Form.Get("query")
+func (r *replayProm) answer(q string) (int, string) {
 	r.mu.Lock()
 	b, ok := r.body[q]
 	r.mu.Unlock()
 	if !ok {
-		vec, err := r.fake.eval(q)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+		code, body := r.fake.answer(q)
+		if code != http.StatusOK {
+			return code, body
 		}
-		var buf bytes.Buffer
-		_ = json.NewEncoder(&buf).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": vec}})
-		b = buf.Bytes()
+		b = body
 		r.mu.Lock()
 		r.body[q] = b
 		r.mu.Unlock()
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	return http.StatusOK, b
 }
 
 // bigCluster is namespaces x podsPerNS pods of two containers each, all
@@ -75,7 +65,8 @@ func bigCluster(namespaces, podsPerNS int) (*fakeObjects, *fakeProm) {
 }
 
 func benchClient(b *testing.B, fp *fakeProm) *promclient.Client {
-	return newPromClient(b, &replayProm{fake: fp, body: map[string][]byte{}})
+	r := &replayProm{fake: fp, body: map[string]string{}}
+	return newPromClient(b, r.answer)
 }
 
 // reportCPU reports the process CPU per operation since cpu0: on a shared

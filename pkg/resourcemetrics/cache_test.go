@@ -198,7 +198,7 @@ func TestAdapterServesFromCache(t *testing.T) {
 	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
 		Metadata: client,
 		Rules:    func() *naming.RuleSet { return rs },
-		Querier:  newPromClient(t, fp),
+		Querier:  newPromClient(t, fp.answer),
 	})
 	if err != nil {
 		t.Fatalf("NewAdapter: %v", err)

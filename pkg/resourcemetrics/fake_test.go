@@ -56,8 +56,8 @@ func nodeSeries(metric, node string, v float64) series {
 
 // fakeProm evaluates the queries of testConfig over a fixed set of samples:
 // it picks the series by metric name and applies the matchers inside the
-// braces. It is a promclient.Querier and, through ServeHTTP, a Prometheus HTTP
-// API (/api/v1/query only).
+// braces. It is a promclient.Querier and, through answer and the promtest kit,
+// a Prometheus HTTP API.
 type fakeProm struct {
 	ts     time.Time
 	series []series
@@ -169,27 +169,23 @@ func (f *fakeProm) eval(q string) (model.Vector, error) {
 	return out, nil
 }
 
-// ServeHTTP answers /api/v1/query like Prometheus.
-func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/api/v1/query" {
-		http.NotFound(w, r)
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	vec, err := f.Query(r.Context(), r.Form.Get("query"), time.Time{})
-	w.Header().Set("Content-Type", "application/json")
+// answer answers an instant query like Prometheus, for promtest's
+// HandleQuery.
+func (f *fakeProm) answer(q string) (int, string) {
+	vec, err := f.Query(context.Background(), q, time.Time{})
+	var body map[string]any
+	code := http.StatusOK
 	if err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": "unavailable", "error": err.Error()})
-		return
+		code = http.StatusServiceUnavailable
+		body = map[string]any{"status": "error", "errorType": "unavailable", "error": err.Error()}
+	} else {
+		body = map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": vec}}
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"status": "success",
-		"data":   map[string]any{"resultType": "vector", "result": vec},
-	})
+	b, err := json.Marshal(body)
+	if err != nil {
+		return http.StatusInternalServerError, err.Error()
+	}
+	return code, string(b)
 }
 
 // samplesProm is a fakeProm that is also a promclient.SampleQuerier, as the real

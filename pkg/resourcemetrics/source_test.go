@@ -92,7 +92,7 @@ func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing
 	})
 	t.Run("promclient.Client", func(t *testing.T) {
 		fp := newFake()
-		test(t, fp, newPromClient(t, fp))
+		test(t, fp, newPromClient(t, fp.answer))
 	})
 }
 

@@ -37,9 +37,9 @@ import (
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 const testRules = `rules:
@@ -437,7 +437,7 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a full API server")
 	}
-	fake := fakeprom.New([]model.LabelSet{
+	fake := promtest.New([]model.LabelSet{
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-b"},
 		{"__name__": "http_requests_total", "namespace": "shop", "pod": "cart"},
@@ -491,7 +491,7 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 	// Prometheus failing: a 503 with context, never a made-up value. (After
 	// the coalescing window: a request within it would share the answer
 	// above, which is as fresh as the window allows.)
-	fake.Fail(fakeprom.Query, fakeprom.Failure{Status: http.StatusServiceUnavailable})
+	fake.Fail(promtest.Query, promtest.Failure{Status: http.StatusServiceUnavailable})
 	time.Sleep(promclient.DefaultCoalesceWindow + 50*time.Millisecond)
 	code, body, hdr = ts.getWithHeader(path)
 	if code != http.StatusServiceUnavailable {
@@ -563,7 +563,7 @@ func TestServerInstallsResourceMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a full API server")
 	}
-	fake := fakeprom.New([]model.LabelSet{
+	fake := promtest.New([]model.LabelSet{
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
@@ -620,12 +620,12 @@ func TestServerPrometheusFaults(t *testing.T) {
 	// Registered first, so it runs last: after every test server (fake
 	// Kubernetes API included) has been closed.
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	fake := fakeprom.New([]model.LabelSet{
+	fake := promtest.New([]model.LabelSet{
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
-	down := fakeprom.Failure{Status: http.StatusServiceUnavailable, Body: "<html>maintenance</html>"}
-	for _, ep := range []string{fakeprom.Query, fakeprom.Series, fakeprom.Labels, fakeprom.LabelValues} {
+	down := promtest.Failure{Status: http.StatusServiceUnavailable, Body: "<html>maintenance</html>"}
+	for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
 		fake.Fail(ep, down)
 	}
 	// A proxy in front of the fake that can be told to hang value queries.
@@ -652,8 +652,8 @@ func TestServerPrometheusFaults(t *testing.T) {
 		t.Errorf("before any discovery GET %s = %d %s; want 503", path, code, truncateForLog(body))
 	}
 
-	for _, ep := range []string{fakeprom.Query, fakeprom.Series, fakeprom.Labels, fakeprom.LabelValues} {
-		fake.Fail(ep, fakeprom.Failure{})
+	for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
+		fake.Fail(ep, promtest.Failure{})
 	}
 	ts.waitUntil("/readyz once Prometheus is back", func() bool {
 		code, _ := ts.get("/readyz")

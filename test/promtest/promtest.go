@@ -1,12 +1,16 @@
-// Package fakeprom is an in-memory Prometheus HTTP API for tests: it holds a
-// list of series and answers /api/v1/series, /api/v1/labels and
+// Package promtest is the project's one fake Prometheus for tests: an
+// httptest server speaking the Prometheus HTTP API. It holds a list of
+// series and answers /api/v1/series, /api/v1/labels and
 // /api/v1/label/<name>/values (with match[]: every selector form
 // discovery.ParseSelector accepts, several matchers on one label included;
-// start and end are ignored, every series is current), the grouped
-// discovery query
-// (count by / sum by over label_replace over last_over_time(SELECTOR[d])) the way Prometheus does,
-// counts calls per endpoint and can be told to fail.
-package fakeprom
+// start and end are ignored, every series is current) and the grouped
+// discovery query (count by / sum by over label_replace over
+// last_over_time(SELECTOR[d])) the way Prometheus does. Instant queries
+// can also be answered with a fixed vector per query (Answer) or by a
+// function of the query (HandleQuery); requests can be held (Hold) to
+// test coalescing and timeouts, made to fail (Fail), and are recorded
+// (Queries, Calls).
+package promtest
 
 import (
 	"encoding/json"
@@ -37,6 +41,9 @@ type Server struct {
 	failures map[string]Failure
 	dropName bool
 	answers  map[string]model.Vector
+	handle   func(query string) (int, string)
+	gate     chan struct{} // when set, every request waits for it to close
+	arrived  chan struct{} // when set, receives once per request
 }
 
 // Failure makes an endpoint answer an error.
@@ -94,6 +101,28 @@ func (s *Server) Answer(expr string, v model.Vector) {
 		s.answers = map[string]model.Vector{}
 	}
 	s.answers[expr] = v
+}
+
+// HandleQuery makes /api/v1/query answer every query with the status and
+// JSON body f returns (the other endpoints are unchanged); nil restores
+// the series-based answers.
+func (s *Server) HandleQuery(f func(query string) (status int, body string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handle = f
+}
+
+// Hold makes every later request wait until release is called (or its
+// client gives up), reporting each arrival on the returned channel
+// (buffered for n arrivals; more block the request until read).
+func (s *Server) Hold(n int) (arrived <-chan struct{}, release func()) {
+	gate := make(chan struct{})
+	ch := make(chan struct{}, n)
+	s.mu.Lock()
+	s.gate, s.arrived = gate, ch
+	s.mu.Unlock()
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(gate) }) }
 }
 
 // DropMetricName makes the fake behave like VictoriaMetrics: last_over_time
@@ -155,7 +184,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	series := s.series
 	dropName := s.dropName
 	answer, answered := s.answers[r.Form.Get("query")]
+	handle, gate, arrived := s.handle, s.gate, s.arrived
 	s.mu.Unlock()
+	if arrived != nil {
+		arrived <- struct{}{}
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if handle != nil && endpoint == Query {
+		code, body := handle(r.Form.Get("query"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+		return
+	}
 	if failing && (f.Match == "" || strings.Contains(r.Form.Get("query")+strings.Join(r.Form["match[]"], ","), f.Match)) {
 		if f.Body != "" {
 			w.WriteHeader(f.Status)
@@ -260,7 +307,7 @@ type point struct {
 // last_over_time drops __name__ as some backends do.
 func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, error) {
 	if !aggregateRe.MatchString(q) {
-		return nil, fmt.Errorf("fakeprom: unsupported query %q", q)
+		return nil, fmt.Errorf("promtest: unsupported query %q", q)
 	}
 	pts, err := eval(series, q, dropName)
 	if err != nil {
@@ -280,7 +327,7 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 			l = strings.TrimSpace(l)
 			if strings.HasPrefix(l, `"`) {
 				if err := json.Unmarshal([]byte(l), &l); err != nil {
-					return nil, fmt.Errorf("fakeprom: label %s: %w", l, err)
+					return nil, fmt.Errorf("promtest: label %s: %w", l, err)
 				}
 			}
 			if l != "" {
@@ -326,12 +373,12 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 		var args [4]string
 		for i := range args {
 			if err := json.Unmarshal([]byte(m[2+i]), &args[i]); err != nil {
-				return nil, fmt.Errorf("fakeprom: label_replace argument %s: %w", m[2+i], err)
+				return nil, fmt.Errorf("promtest: label_replace argument %s: %w", m[2+i], err)
 			}
 		}
 		re, err := regexp.Compile("^(?s:" + args[3] + ")$")
 		if err != nil {
-			return nil, fmt.Errorf("fakeprom: label_replace regex: %w", err)
+			return nil, fmt.Errorf("promtest: label_replace regex: %w", err)
 		}
 		for i, p := range in {
 			src := string(p.labels[model.LabelName(args[2])])
@@ -349,11 +396,11 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 	}
 	m := lastOverTimeRe.FindStringSubmatch(expr)
 	if m == nil {
-		return nil, fmt.Errorf("fakeprom: unsupported expression %q", expr)
+		return nil, fmt.Errorf("promtest: unsupported expression %q", expr)
 	}
 	keep := m[3] != ""
 	if keep && !dropName {
-		return nil, fmt.Errorf("fakeprom: keep_metric_names is MetricsQL, not PromQL")
+		return nil, fmt.Errorf("promtest: keep_metric_names is MetricsQL, not PromQL")
 	}
 	sel, err := discovery.ParseSelector(m[1])
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/pkg/discovery/fakeprom"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/tools")
@@ -71,7 +71,7 @@ func TestToolsGolden(t *testing.T) {
 	}
 }
 
-func startFake(t *testing.T, spec []byte) *fakeprom.Server {
+func startFake(t *testing.T, spec []byte) *promtest.Server {
 	t.Helper()
 	var fs fakeSpec
 	if err := json.Unmarshal(spec, &fs); err != nil {
@@ -85,7 +85,7 @@ func startFake(t *testing.T, spec []byte) *fakeprom.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := fakeprom.New(series)
+	srv := promtest.New(series)
 	t.Cleanup(srv.Close)
 	for q, v := range fs.Answers {
 		srv.Answer(q, v)
