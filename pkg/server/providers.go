@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
@@ -21,6 +18,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
@@ -151,17 +149,9 @@ func discoveryTimeout(queryTimeout, relist time.Duration) time.Duration {
 	return max(queryTimeout, min(relist, 5*time.Minute))
 }
 
-// statusClientClosedRequest is the (nginx-style) code answered when the
-// client hung up before the answer; nobody reads it, but it keeps such
-// requests apart from server errors in the request metrics.
-const statusClientClosedRequest = 499
-
 // clientContextKey carries the request's original context (cancelled when
 // the client hangs up) past the API server's handler chain.
 type clientContextKey struct{}
-
-// errClientGone is the cancellation cause when the client hung up.
-var errClientGone = errors.New("the client closed the request")
 
 // detachClientCancel hands the API server's handler chain a context that a
 // client hanging up does not cancel (its own request timeout still
@@ -174,7 +164,7 @@ func detachClientCancel(r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(context.WithoutCancel(orig), clientContextKey{}, orig))
 }
 
-// withClient returns ctx, also cancelled (with cause errClientGone) when the
+// withClient returns ctx, also cancelled (with cause apistatus.ErrClientGone) when the
 // request's client hangs up.
 func withClient(ctx context.Context) (context.Context, context.CancelFunc) {
 	client, ok := ctx.Value(clientContextKey{}).(context.Context)
@@ -182,7 +172,7 @@ func withClient(ctx context.Context) (context.Context, context.CancelFunc) {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(client, func() { cancel(errClientGone) })
+	stop := context.AfterFunc(client, func() { cancel(apistatus.ErrClientGone) })
 	return ctx, func() {
 		stop()
 		cancel(nil)
@@ -192,24 +182,13 @@ func withClient(ctx context.Context) (context.Context, context.CancelFunc) {
 // quietError turns the error of a request whose client went away, or that
 // ran out of time, into a typed API status: a plain error would be logged
 // by the API server as an internal error, and a client hanging up is not
-// one. Other errors pass through unchanged.
+// one (apistatus.FromError: 499, or 504 for the deadline). Other errors
+// pass through unchanged.
 func quietError(ctx context.Context, err error) error {
 	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return err
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return apierrors.NewTimeoutError("the metrics backend did not answer before the request deadline", 0)
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status:  metav1.StatusFailure,
-		Code:    statusClientClosedRequest,
-		Reason:  metav1.StatusReasonUnknown,
-		Message: errClientGone.Error(),
-	}}
+	return apistatus.FromError(ctx, "metrics request", err)
 }
 
 // quietCustomProvider applies quietError to a custom metrics cmprovider.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/servertiming"
+	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -725,8 +726,8 @@ func TestWithClientCancelsOnHangUp(t *testing.T) {
 	ctx, cancel := withClient(detached)
 	defer cancel()
 	<-ctx.Done()
-	if !errors.Is(context.Cause(ctx), errClientGone) {
-		t.Errorf("cause = %v, want errClientGone", context.Cause(ctx))
+	if !errors.Is(context.Cause(ctx), apistatus.ErrClientGone) {
+		t.Errorf("cause = %v, want apistatus.ErrClientGone", context.Cause(ctx))
 	}
 	var status apierrors.APIStatus
 	if err := quietError(ctx, errors.New("boom")); !errors.As(err, &status) || status.Status().Code != 499 {
