@@ -459,6 +459,23 @@ func testAdapterValues(t *testing.T, promBinary string) {
 			"discovers it but is namespaced (resources.namespaced defaults to true) and maps no label to namespaces"))
 	})
 
+	t.Run("request limits", func(t *testing.T) {
+		// 1,001 values in one `in`: a 400 naming the limit, through the
+		// aggregator, before anything reaches Prometheus.
+		vs := make([]string, 1001)
+		for i := range vs {
+			vs[i] = fmt.Sprintf("v%d", i)
+		}
+		in := "(" + strings.Join(vs, ",") + ")"
+		for _, p := range []string{
+			podsPath + "*/pod_thing" + sel("av-value in "+in),
+			podsPath + "*/pod_thing?metricLabelSelector=" + url.QueryEscape("pod in "+in),
+			emV1beta1 + "/namespaces/" + valuesNS + "/ext_thing" + sel("case in "+in),
+		} {
+			check(t, p[:60], getAnswer(ctx, env, p).wantError(http.StatusBadRequest, metav1.StatusReasonBadRequest, "has 1001 values, more than the limit of 1000"))
+		}
+	})
+
 	t.Run("query rejected by Prometheus", func(t *testing.T) {
 		// A 500 naming the cause, although the rule has a defaultValue.
 		for _, p := range []string{"p-ok/pod_thing_bad_query", "*/pod_thing_bad_query"} {
