@@ -41,6 +41,11 @@ type adapterProc struct {
 // environment needs (port, certs, kubeconfigs, Prometheus URL, rules) and
 // extra; every other flag keeps its default.
 func (s *stack) startAdapter(name string, extra ...string) (*adapterProc, error) {
+	return s.startAdapterBin(name, s.env.Bin("adapter"), extra...)
+}
+
+// startAdapterBin is startAdapter with another adapter binary (A/B runs).
+func (s *stack) startAdapterBin(name, bin string, extra ...string) (*adapterProc, error) {
 	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
@@ -65,7 +70,7 @@ func (s *stack) startAdapter(name string, extra ...string) (*adapterProc, error)
 	if err != nil {
 		return nil, fmt.Errorf("adapter log: %w", err)
 	}
-	cmd := exec.Command(s.env.Bin("adapter"), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if e := strings.Fields(os.Getenv(EnvAdapterEnv)); len(e) > 0 {
 		cmd.Env = append(os.Environ(), e...)

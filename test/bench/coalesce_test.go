@@ -125,8 +125,8 @@ func (st burstStats) report(b *testing.B, m measured, name string) {
 }
 
 // benchCoalesceFrames fires the burst as pre-encoded HTTP/2 frames, one
-// write per connection.
-func (s *stack) benchCoalesceFrames(b *testing.B, a *adapterProc, ns string, n int) {
+// write per connection, and returns what it measured.
+func (s *stack) benchCoalesceFrames(b *testing.B, a *adapterProc, ns string, n int) measured {
 	ctx := context.Background()
 	u, err := url.Parse(podsStarURL(a.url, ns))
 	if err != nil {
@@ -199,6 +199,7 @@ func (s *stack) benchCoalesceFrames(b *testing.B, a *adapterProc, ns string, n i
 		progress("burst writes (ms after the release, one per connection of %d requests, %d bytes each): %v", perConn, len(burst.frames[0]), writes)
 	}
 	st.report(b, m, fmt.Sprintf("%d concurrent identical requests in %s (pre-encoded HTTP/2 frames)", n, ns))
+	return m
 }
 
 // burstRequest is one net/http request of a burst and what its trace saw.

@@ -53,8 +53,17 @@ func (s *stack) startServing() (*adapterProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.waitListed(ctx, s.admin, "pods/"+servingMetric, 3*time.Minute); err != nil {
+	if err := s.waitServing(ctx, a); err != nil {
 		return nil, err
+	}
+	return a, nil
+}
+
+// waitServing returns when a answers pods/* with every pod of every
+// serving namespace.
+func (s *stack) waitServing(ctx context.Context, a *adapterProc) error {
+	if _, err := a.waitListed(ctx, s.admin, "pods/"+servingMetric, 3*time.Minute); err != nil {
+		return err
 	}
 	want := map[string]int{bigNamespace: s.cfg.bigPods}
 	for w := range s.cfg.workers {
@@ -68,17 +77,17 @@ func (s *stack) startServing() (*adapterProc, error) {
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("pods/* in %s: %d items (err %v), want %d; log:\n%s", ns, got, err, n, tail(a.logFile, 20))
+				return fmt.Errorf("pods/* in %s: %d items (err %v), want %d; log:\n%s", ns, got, err, n, tail(a.logFile, 20))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	age, err := s.prom.Query(ctx, `max(time() - timestamp(`+servingMetric+`))`)
 	if err != nil || len(age) != 1 {
-		return nil, fmt.Errorf("sample age of %s: %v (%d samples)", servingMetric, err, len(age))
+		return fmt.Errorf("sample age of %s: %v (%d samples)", servingMetric, err, len(age))
 	}
 	progress("serving adapter ready: every pod of every namespace answered with its value; every %s series' latest sample at most %.1fs old", servingMetric, age[0].Value)
-	return a, nil
+	return nil
 }
 
 // items returns how many items a metric value list has, and an error when
