@@ -234,6 +234,7 @@ func (c *Config) Complete() (*Server, error) {
 	// installed below instead of the generic server's.
 	gc.EnableMetrics = false
 	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
+	exemptHealthFromInFlightLimit(gc)
 	// Connections remember when they last read bytes: the arrival time of
 	// their requests for coalescing (stampArrival).
 	var reads *readStamps
