@@ -42,27 +42,22 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 		s.file = cfg.Source.File
 	}
 	var errs []error
-	for i, rc := range cfg.Rules {
-		r, w, err := compileRule(KindCustom, i, rc, mapper)
-		s.warnings = append(s.warnings, w...)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	for _, src := range []struct {
+		kind  Kind
+		rules []config.DiscoveryRule
+		into  *[]*Rule
+	}{{KindCustom, cfg.Rules, &s.custom}, {KindExternal, cfg.ExternalRules, &s.external}} {
+		for i, rc := range src.rules {
+			r, w, err := compileRule(src.kind, i, rc, mapper)
+			s.warnings = append(s.warnings, w...)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
+			r.file = s.file
+			*src.into = append(*src.into, r)
 		}
-		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
-		r.file = s.file
-		s.custom = append(s.custom, r)
-	}
-	for i, rc := range cfg.ExternalRules {
-		r, w, err := compileRule(KindExternal, i, rc, mapper)
-		s.warnings = append(s.warnings, w...)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
-		r.file = s.file
-		s.external = append(s.external, r)
 	}
 	seen := make(map[string]string, len(cfg.ExternalQueries))
 	for i, qc := range cfg.ExternalQueries {

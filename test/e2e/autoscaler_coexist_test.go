@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -480,14 +479,7 @@ func createWorkload(t *testing.T, ctx context.Context, env *framework.Env, ns, n
 	}
 	podLabels := map[string]string{"app": name}
 	env.RunPodReadier(ctx, ns, labels.SelectorFromSet(podLabels), time.Second)
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: framework.PodTemplate(podLabels),
-		},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := env.CreateDeployment(ctx, ns, name, replicas, podLabels); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -342,14 +341,7 @@ func runCompareScenario(ctx context.Context, env *framework.Env, x *exporter.Exp
 		return res, err
 	}
 	start := sc.start
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &start,
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: framework.PodTemplate(podLabels),
-		},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := env.CreateDeployment(ctx, ns, "web", start, podLabels); err != nil {
 		return res, err
 	}
 	if err := sc.drive(x, ns, sc.steps[0].load); err != nil {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -48,14 +47,7 @@ func TestExplainMatchesKubeControllerManager(t *testing.T) {
 	podLabels := map[string]string{"app": "web"}
 	env.RunPodReadier(ctx, ns, labels.SelectorFromSet(podLabels), 2*time.Second)
 	replicas := int32(2)
-	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: framework.PodTemplate(podLabels),
-		},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := env.CreateDeployment(ctx, ns, "web", replicas, podLabels); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -134,15 +133,8 @@ func createDemoApp(ctx context.Context, env *framework.Env) error {
 	}
 	podLabels := map[string]string{"app": demoApp}
 	one := int32(1)
-	if _, err := env.Client.AppsV1().Deployments(demoNS).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: demoApp},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: framework.PodTemplate(podLabels),
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the demo Deployment: %w", err)
+	if err := env.CreateDeployment(ctx, demoNS, demoApp, one, podLabels); err != nil {
+		return err
 	}
 	minR, upWindow, downWindow := int32(demoMin), int32(0), int32(10)
 	target := resource.MustParse("500m")

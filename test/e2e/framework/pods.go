@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,4 +164,21 @@ func (e *Env) RunServiceAccountCreator(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// CreateDeployment creates a Deployment named name in ns with replicas
+// pods of PodTemplate(podLabels), selected by podLabels.
+func (e *Env) CreateDeployment(ctx context.Context, ns, name string, replicas int32, podLabels map[string]string) error {
+	_, err := e.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: PodTemplate(podLabels),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating Deployment %s/%s: %w", ns, name, err)
+	}
+	return nil
 }
