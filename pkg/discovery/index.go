@@ -141,14 +141,23 @@ func EmptyIndex() *Index {
 // series, the winning candidate having series there serves it.
 func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry, bool) {
 	k := customKey{gr: gr, namespaced: namespace != "", metric: metric}
-	cs := x.custom[k]
+	return pick(x.custom[k], namespace, k.namespaced)
+}
+
+// pick returns the first candidate (winner order) with series in
+// namespace, else the first that may serve it: a team rule (see
+// naming.Rule.ServesNamespace) never serves another namespace, not even
+// one without discovered series.
+func pick(cs []Candidate, namespace string, namespaced bool) (Entry, bool) {
 	for i := range cs {
-		if cs[i].servesNamespace(namespace, k.namespaced) {
+		if cs[i].Rule.ServesNamespace(namespace) && cs[i].servesNamespace(namespace, namespaced && cs[i].Rule.Namespaced()) {
 			return cs[i].Entry, true
 		}
 	}
-	if len(cs) > 0 {
-		return cs[0].Entry, true
+	for i := range cs {
+		if cs[i].Rule.ServesNamespace(namespace) {
+			return cs[i].Entry, true
+		}
 	}
 	return Entry{}, false
 }
@@ -167,16 +176,7 @@ func (x *Index) CustomCandidates(gr schema.GroupResource, namespaced bool, metri
 // in a namespace where discovery saw no series of the metric yet, the last
 // rule producing it (see Custom).
 func (x *Index) External(namespace, metric string) (Entry, bool) {
-	cs := x.external[metric]
-	for i := range cs {
-		if cs[i].servesNamespace(namespace, cs[i].Rule.Namespaced()) {
-			return cs[i].Entry, true
-		}
-	}
-	if len(cs) > 0 {
-		return cs[0].Entry, true
-	}
-	return Entry{}, false
+	return pick(x.external[metric], namespace, true)
 }
 
 // ExternalCandidates returns every (rule, series) producing external metric,
@@ -375,6 +375,11 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 		if nsLabel != "" {
 			ns = string(s.Labels[model.LabelName(nsLabel)])
 		}
+		if !r.ServesNamespace(ns) {
+			// A team rule's series of another namespace (its seriesQuery
+			// is confined: a backend ignoring match[]).
+			continue
+		}
 		if r.Kind() == naming.KindExternal {
 			b.addExternal(r, s.Name, nr.metric, ns)
 			continue
@@ -383,6 +388,9 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 		buf = resources
 		for _, gr := range resources {
 			k := customKey{gr: gr, namespaced: namespaced && !b.clusterScoped(gr), metric: nr.metric}
+			if !k.namespaced && r.Tenant() != "" {
+				continue // a team rule serves the objects of its namespace only
+			}
 			c := b.candidate(b.customMap(k), r, s.Name)
 			if k.namespaced && ns != "" {
 				c.namespaces[ns] = struct{}{}

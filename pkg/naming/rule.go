@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
 // Kind says which API a discovery rule serves.
@@ -68,6 +69,7 @@ type Rule struct {
 	namespaced   bool // external rules: apply the namespace matcher
 	defaultValue *string
 	nanAsZero    bool
+	tenant       *tenancy.Enforcer // team rules only (RuleSet.ConfineTo)
 }
 
 // Path returns the rule's place in the configuration, e.g. "rules[3]" or
@@ -171,13 +173,19 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if err := checkSeriesName(req.Series); err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
+	if err := r.checkTenant(req.Namespace); err != nil {
+		return Query{}, err
+	}
 	q, err := r.queryForSeries(req)
 	if err == nil && req.MaxBytes > 0 && !req.AllObjects && len(q.Expr) > req.MaxBytes {
 		// Few but long names (or a template repeating the matchers).
 		req.AllObjects = true
 		q, err = r.queryForSeries(req)
 	}
-	return q, err
+	if err != nil {
+		return Query{}, err
+	}
+	return r.confine(q)
 }
 
 func (r *Rule) queryForSeries(req CustomRequest) (Query, error) {
@@ -207,6 +215,9 @@ func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	if err := checkSeriesName(req.Series); err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
+	if err := r.checkTenant(req.Namespace); err != nil {
+		return Query{}, err
+	}
 	nsLabel := ""
 	if r.namespaced && req.Namespace != "" {
 		l, err := r.resources.LabelForResource(NamespaceResource)
@@ -223,7 +234,7 @@ func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	if err != nil {
 		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
 	}
-	return Query{Expr: expr, NamespaceLabel: nsLabel}, nil
+	return r.confine(Query{Expr: expr, NamespaceLabel: nsLabel})
 }
 
 func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTMapper) (*Rule, []string, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
 // customTarget is a resolved custom metrics request: the resource, its kind
@@ -449,6 +450,10 @@ func renderError(ctx context.Context, what string, err error) error {
 	case errors.Is(err, naming.ErrUnsupportedOperator), errors.Is(err, naming.ErrUnsupportedSelector),
 		errors.Is(err, naming.ErrInvalidLabelName), errors.Is(err, naming.ErrInvalidLabelValue):
 		return badRequest("%s: %v", what, err)
+	case errors.Is(err, tenancy.ErrNotConfinable):
+		// The details (the query) stay in the log.
+		klog.InfoS("Refused a query that cannot be confined to its team rule's namespace", "what", what, "err", err)
+		return forbidden("%s: the request cannot be confined to the namespace of the team rule serving it", what)
 	default:
 		return apistatus.FromError(ctx, what+": rendering the query", err)
 	}

@@ -2,8 +2,10 @@ package provider
 
 import (
 	"fmt"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
@@ -38,6 +40,16 @@ func unavailable(format string, args ...any) *apierrors.StatusError {
 // badRequest is a 400 with a message.
 func badRequest(format string, args ...any) *apierrors.StatusError {
 	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
+}
+
+// forbidden is a 403 with a message.
+func forbidden(format string, args ...any) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusForbidden,
+		Reason:  metav1.StatusReasonForbidden,
+		Message: fmt.Sprintf(format, args...),
+	}}
 }
 
 // internal is a 500 with context and no stack trace.

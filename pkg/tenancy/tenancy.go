@@ -125,3 +125,21 @@ func (e *Enforcer) confineSelector(vs *parser.VectorSelector) error {
 	}
 	return nil
 }
+
+// ConfineSelector is Confine for a series selector (a rule's seriesQuery,
+// sent as match[]): it refuses anything but a plain selector (no offset,
+// no @, no range), and returns the selector with the namespace matcher.
+func (e *Enforcer) ConfineSelector(selector string) (string, error) {
+	expr, err := promql.ParseExpr(selector)
+	if err != nil {
+		return "", fmt.Errorf("parsing series selector %q: %w", selector, err)
+	}
+	vs, ok := expr.(*parser.VectorSelector)
+	if !ok || vs.OriginalOffset != 0 || vs.Timestamp != nil || vs.StartOrEnd != 0 {
+		return "", fmt.Errorf("%q is not a series selector", selector)
+	}
+	if err := e.confineSelector(vs); err != nil {
+		return "", err
+	}
+	return vs.String(), nil
+}

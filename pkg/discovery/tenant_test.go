@@ -1,0 +1,93 @@
+package discovery
+
+import (
+	"testing"
+
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/tenancy"
+)
+
+// A team rule (confined to namespace a) serves its metric in namespace a
+// only: not in b, where a cluster-wide rule produces it, not in a new
+// namespace without discovered series (the fallback to the winning rule),
+// not for cluster-scoped objects, even when it is the last rule and even
+// when its series (a backend ignoring match[]) carry another namespace.
+func TestTeamRuleServesItsNamespaceOnly(t *testing.T) {
+	t.Parallel()
+	const rules = `
+rules:
+- seriesQuery: '{__name__=~"^.*_total$"}'
+  resources: {template: <<.Resource>>}
+externalRules:
+- seriesQuery: '{__name__=~"^.*_total$"}'
+  resources: {template: <<.Resource>>, namespaced: false}
+`
+	cluster := compile(t, rules)
+	e, err := tenancy.New(tenancy.DefaultLabel, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := compile(t, rules).ConfineTo(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := naming.Merge([]*naming.RuleSet{cluster, team}) // the team's rules last: winners
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw, tc := both.CustomRules()[0], both.CustomRules()[1]
+	cx, tx := both.ExternalRules()[0], both.ExternalRules()[1]
+	series := []naming.Series{
+		ser("cluster_total", "namespace", "b", "pod", "p"),
+		ser("team_total", "namespace", "a", "pod", "p"),
+		ser("team_total", "node", "n1"),
+	}
+	teamSeries := append(series[1:2:2], ser("team_total", "namespace", "b", "pod", "p"), ser("team_total", "node", "n1"))
+	x := BuildIndex([]RuleSeries{
+		{Rule: cw, Series: append(series, ser("shared_total", "namespace", "b", "pod", "p"))},
+		{Rule: tc, Series: append(teamSeries, ser("shared_total", "namespace", "a", "pod", "p"))},
+		{Rule: cx, Series: series[:1]},
+		{Rule: tx, Series: teamSeries},
+	}, IndexOptions{})
+
+	for _, tt := range []struct {
+		ns, metric string
+		want       *naming.Rule
+	}{
+		{"a", "team_total", tc},
+		{"b", "team_total", cw}, // the cluster rule's series in b
+		{"new", "team_total", cw},
+		{"a", "shared_total", tc},
+		{"b", "shared_total", cw},
+		{"new", "shared_total", cw},
+	} {
+		got, ok := x.Custom(pods, tt.ns, tt.metric)
+		if !ok || got.Rule != tt.want {
+			t.Errorf("Custom(pods, %q, %q) = %s, %t; want %s", tt.ns, tt.metric, describe(got, ok), ok, tt.want.Path())
+		}
+	}
+	// Only the team rule produces team_only_total: nowhere but a.
+	y := BuildIndex([]RuleSeries{{Rule: tc, Series: teamSeries}, {Rule: tx, Series: teamSeries}}, IndexOptions{})
+	for _, ns := range []string{"b", "new"} {
+		if e, ok := y.Custom(pods, ns, "team_total"); ok {
+			t.Errorf("Custom(pods, %q, team_total) = %s; want none", ns, e)
+		}
+		if e, ok := y.External(ns, "team_total"); ok {
+			t.Errorf("External(%q, team_total) = %s; want none", ns, e)
+		}
+	}
+	if e, ok := y.Custom(nodes, "", "team_total"); ok {
+		t.Errorf("Custom(nodes, team_total) = %s; want none", e)
+	}
+	if e, ok := y.External("a", "team_total"); !ok || e.Rule != tx {
+		t.Errorf("External(a, team_total) = %s, %t; want %s", e, ok, tx.Path())
+	}
+	if e, ok := y.Custom(pods, "a", "team_total"); !ok || e.Rule != tc {
+		t.Errorf("Custom(pods, a, team_total) = %s, %t; want %s", e, ok, tc.Path())
+	}
+	for _, c := range y.CustomCandidates(pods, true, "team_total") {
+		if len(c.Namespaces) != 1 || c.Namespaces[0] != "a" {
+			t.Errorf("team candidate namespaces %v, want [a]", c.Namespaces)
+		}
+	}
+}
