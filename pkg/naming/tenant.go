@@ -41,22 +41,19 @@ func (s *RuleSet) ConfineTo(e *tenancy.Enforcer) (*RuleSet, error) {
 	for _, q := range s.externalQueries {
 		errs = append(errs, fmt.Errorf("%s: externalQueries are not allowed in team rules; write an externalRules entry", q.path))
 	}
-	for _, r := range s.custom {
-		c, err := r.confineTo(e)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	confine := func(rules []*Rule) []*Rule {
+		var out []*Rule
+		for _, r := range rules {
+			c, err := r.confineTo(e)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, c)
 		}
-		out.custom = append(out.custom, c)
+		return out
 	}
-	for _, r := range s.external {
-		c, err := r.confineTo(e)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out.external = append(out.external, c)
-	}
+	out.custom, out.external = confine(s.custom), confine(s.external)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
