@@ -7,6 +7,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,10 @@ const (
 	PromOutcomeNetwork = "network_error"
 )
 
+// DefaultBackend is the "backend" label value of the backend the
+// --prometheus-* flags define (promclient.DefaultBackendName).
+const DefaultBackend = "default"
+
 // Prometheus endpoint label values, recorded by pkg/promclient.
 const (
 	EndpointQuery       = "query"
@@ -97,15 +102,17 @@ type Metrics struct {
 	MetricConflicts *prometheus.GaugeVec
 
 	// PrometheusRequestDuration observes each request sent to Prometheus, in
-	// seconds. Labels: endpoint (Endpoint*), outcome (PromOutcome*).
+	// seconds. Labels: backend (the backend's name, DefaultBackend for the
+	// --prometheus-* flags'), endpoint (Endpoint*), outcome (PromOutcome*).
+	// A client records through ForBackend's curried copy.
 	PrometheusRequestDuration *prometheus.HistogramVec
 	// CoalescedQueries counts calls answered by joining an identical request
 	// already in flight, or by the result of one that completed after the
 	// call's API request arrived, instead of sending a new one. Labels:
-	// endpoint.
+	// backend, endpoint.
 	CoalescedQueries *prometheus.CounterVec
 	// CacheHits counts calls answered from the short-TTL result cache.
-	// Labels: endpoint.
+	// Labels: backend, endpoint.
 	CacheHits *prometheus.CounterVec
 
 	// APIRequests counts requests served by the API server. Labels: api
@@ -171,17 +178,17 @@ func New() *Metrics {
 		}, []string{"api"}),
 		PrometheusRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Subsystem: "prometheus", Name: "request_duration_seconds",
-			Help:    "Duration of requests to Prometheus by endpoint and outcome.",
+			Help:    "Duration of requests to Prometheus by backend, endpoint and outcome.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}, []string{"endpoint", "outcome"}),
+		}, []string{"backend", "endpoint", "outcome"}),
 		CoalescedQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "prometheus", Name: "coalesced_requests_total",
-			Help: "Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived.",
-		}, []string{"endpoint"}),
+			Help: "Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived, by backend and endpoint.",
+		}, []string{"backend", "endpoint"}),
 		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "prometheus", Name: "cache_hits_total",
-			Help: "Calls answered from the short-TTL result cache.",
-		}, []string{"endpoint"}),
+			Help: "Calls answered from the short-TTL result cache, by backend and endpoint.",
+		}, []string{"backend", "endpoint"}),
 		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "api", Name: "requests_total",
 			Help: "Requests served by the API server by metrics API and HTTP code.",
@@ -222,6 +229,27 @@ func New() *Metrics {
 		version.NewCollector(),
 	)
 	return m
+}
+
+// ForBackend returns a copy of m whose Prometheus client metrics
+// (PrometheusRequestDuration, CoalescedQueries, CacheHits) are curried with
+// backend="name", so a client records through them with its other labels
+// only. The registry and every other collector are shared with m.
+func (m *Metrics) ForBackend(name string) (*Metrics, error) {
+	cp := *m
+	l := prometheus.Labels{"backend": name}
+	dur, err := m.PrometheusRequestDuration.CurryWith(l)
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", name, err)
+	}
+	cp.PrometheusRequestDuration = dur.(*prometheus.HistogramVec)
+	if cp.CoalescedQueries, err = m.CoalescedQueries.CurryWith(l); err != nil {
+		return nil, fmt.Errorf("backend %q: %w", name, err)
+	}
+	if cp.CacheHits, err = m.CacheHits.CurryWith(l); err != nil {
+		return nil, fmt.Errorf("backend %q: %w", name, err)
+	}
+	return &cp, nil
 }
 
 // RuleLabel is the value of the "rule" label for the rule at index i of a

@@ -12,11 +12,17 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 )
 
+// DefaultBackendName is the name of the backend the --prometheus-* flags
+// define: the one rules use when they name none.
+const DefaultBackendName = metrics.DefaultBackend
+
 // Backend is one Prometheus-compatible server and how to reach it, in plain
 // values: the --prometheus-* flags fill one (Options.Backend); a program
 // serving several backends fills one per backend.
 type Backend struct {
-	// Name names the backend in logs and in its connection metrics.
+	// Name names the backend in rules (their backend: key), logs and the
+	// "backend" label of its request metrics; it is also the key of
+	// anything kept per backend. "" means DefaultBackendName.
 	Name string
 	// URL is the base URL of the Prometheus HTTP API (without /api/v1).
 	URL string
@@ -60,6 +66,7 @@ func NewForBackend(b Backend, m *metrics.Metrics, arrival ArrivalFunc) (*Client,
 		return nil, err
 	}
 	return New(Config{
+		Backend:        b.Name,
 		Address:        b.URL,
 		HTTPClient:     hc,
 		Verb:           b.Verb,

@@ -85,6 +85,9 @@ const MaxGETURLLength = 4096
 
 // Config configures a Client. Address and HTTPClient are required.
 type Config struct {
+	// Backend names the backend in the "backend" label of the request
+	// metrics and in errors; "" means DefaultBackendName.
+	Backend string
 	// Address is the base URL of the Prometheus HTTP API (without /api/v1).
 	Address string
 	// HTTPClient sends every request; it carries TLS and authentication.
@@ -143,6 +146,7 @@ const MaxCoalesceWindow = time.Second
 // may be shared between callers and with the cache: callers must
 // treat returned vectors, label sets and slices as read-only.
 type Client struct {
+	backend  string
 	api      v1.API
 	verb     *verbClient
 	queryURL url.URL
@@ -184,9 +188,15 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
+	if cfg.Backend == "" {
+		cfg.Backend = DefaultBackendName
+	}
 	m := cfg.Metrics
 	if m == nil {
 		m = metrics.New()
+	}
+	if m, err = m.ForBackend(cfg.Backend); err != nil {
+		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
 	clk := cfg.Clock
 	if clk == nil {
@@ -198,6 +208,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	vc := &verbClient{inner: inner, verb: verb, http: cfg.HTTPClient}
 	return &Client{
+		backend:  cfg.Backend,
 		api:      v1.NewAPI(vc),
 		verb:     vc,
 		queryURL: *inner.URL(queryPath, nil),
@@ -213,6 +224,9 @@ func New(cfg Config) (*Client, error) {
 // CloseIdleConnections closes the idle connections to Prometheus, e.g. when
 // the adapter stops.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Backend returns the name of the backend the client talks to.
+func (c *Client) Backend() string { return c.backend }
 
 // Timeout returns the per-call timeout.
 func (c *Client) Timeout() time.Duration { return c.timeout }

@@ -422,7 +422,7 @@ func TestCoalescing(t *testing.T) {
 	}
 	// Release the single request once every other caller has joined it.
 	waitFor(t, func() bool {
-		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)) == n-1
+		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.DefaultBackend, metrics.EndpointQuery)) == n-1
 	})
 	close(release)
 	wg.Wait()
@@ -494,7 +494,7 @@ func TestResultCache(t *testing.T) {
 	if got := served.Load(); got != 1 {
 		t.Errorf("served %d, want 1 within the TTL", got)
 	}
-	if got := testutil.ToFloat64(m.CacheHits.WithLabelValues(metrics.EndpointQuery)); got != 2 {
+	if got := testutil.ToFloat64(m.CacheHits.WithLabelValues(metrics.DefaultBackend, metrics.EndpointQuery)); got != 2 {
 		t.Errorf("cache hits = %v, want 2", got)
 	}
 	clk.SetTime(clk.Now().Add(2 * time.Second))

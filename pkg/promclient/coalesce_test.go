@@ -299,7 +299,7 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 	if got := served.Load(); got != 1 {
 		t.Errorf("Prometheus served %d queries for %d identical requests that arrived before the first answer, want 1", got, n)
 	}
-	if got := testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)); got != n-1 {
+	if got := testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.DefaultBackend, metrics.EndpointQuery)); got != n-1 {
 		t.Errorf("coalesced = %v, want %d", got, n-1)
 	}
 

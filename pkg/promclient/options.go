@@ -196,7 +196,7 @@ func (o *Options) Validate() []error {
 // Backend returns the backend the validated options describe.
 func (o *Options) Backend() (Backend, error) {
 	b := Backend{
-		Name:            "prometheus",
+		Name:            DefaultBackendName,
 		URL:             o.URL,
 		HTTP:            config.DefaultHTTPClientConfig,
 		Verb:            strings.ToUpper(o.Verb),

@@ -329,7 +329,7 @@ func TestQuerySamplesSharing(t *testing.T) {
 		})
 	}
 	waitFor(t, func() bool {
-		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)) == n-1
+		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues(metrics.DefaultBackend, metrics.EndpointQuery)) == n-1
 	})
 	close(release)
 	wg.Wait()

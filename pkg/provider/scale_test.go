@@ -106,7 +106,7 @@ func TestConcurrentIdenticalRequestsSendOneQuery(t *testing.T) {
 	<-arrived
 	// Hold Prometheus' answer until every other request joined the one
 	// in flight (a deadline only to fail instead of hanging).
-	coalesced := e.metrics.CoalescedQueries.WithLabelValues(metrics.EndpointQuery)
+	coalesced := e.metrics.CoalescedQueries.WithLabelValues(metrics.DefaultBackend, metrics.EndpointQuery)
 	deadline := time.Now().Add(60 * time.Second)
 	for testutil.ToFloat64(coalesced) < n-1 {
 		if time.Now().After(deadline) {
