@@ -3,10 +3,13 @@ package promclient
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
@@ -33,20 +36,16 @@ func TestClientMetricsCarryBackend(t *testing.T) {
 	}
 
 	got := map[string]uint64{}
-	mfs, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "promscaler_prometheus_request_duration_seconds" {
-			continue
+	for _, l := range [][]string{
+		{"default", "query", "success"}, {"default", "query", "server_error"},
+		{"mimir", "query", "success"}, {"mimir", "query", "server_error"},
+	} {
+		var d dto.Metric
+		if err := m.PrometheusRequestDuration.WithLabelValues(l...).(prometheus.Metric).Write(&d); err != nil {
+			t.Fatal(err)
 		}
-		for _, mm := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range mm.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			got[l["backend"]+" "+l["endpoint"]+" "+l["outcome"]] = mm.GetHistogram().GetSampleCount()
+		if n := d.GetHistogram().GetSampleCount(); n > 0 {
+			got[strings.Join(l, " ")] = n
 		}
 	}
 	want := map[string]uint64{
