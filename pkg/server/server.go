@@ -242,10 +242,14 @@ func (c *Config) Complete() (*Server, error) {
 		reads = newReadStamps(ss.Listener)
 		ss.Listener = reads
 	}
+	// An API server that cannot authorize a request is a 503, not the
+	// library's 500 naming its address (authz.go).
+	recordAuthorizationFailures(gc)
 	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Innermost, next to the API handler: the item slices' scope and
 		// the Prometheus wait announced in Server-Timing.
-		return stampArrival(reads, instrumentRequests(genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc), m))
+		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc)
+		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
 	}
 	var libCustom cmprovider.CustomMetricsProvider
 	var libExternal cmprovider.ExternalMetricsProvider
