@@ -8,14 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/test/e2e/framework"
 )
@@ -29,40 +24,30 @@ import (
 func TestAPIServerOutage(t *testing.T) {
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
-	resCfg := filepath.Join(t.TempDir(), "resource-config.yaml")
-	if err := os.WriteFile(resCfg, []byte(resourceConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	a := env.MustStartAdapter(t, framework.AdapterConfig{
 		ConfigFile:      testdata("metrics-config.yaml"),
 		PrometheusURL:   prom.URL,
 		ResourceMetrics: true,
-		ExtraArgs:       []string{"--config=" + resCfg},
+		ExtraArgs:       []string{"--config=" + writeResourceConfig(t)},
 	})
 	ctx := ctxFor(t, 4*time.Minute)
 	const ns = "outage"
-	if err := env.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.FPM(ns, "web-1", 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := x.SetCounterRate("http_requests_total", map[string]string{"namespace": ns, "service": "web", "method": "GET"}, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := setContainerUsage(x, containerUsage{ns, "web-1", "app", 0.25, 100 << 20}); err != nil {
-		t.Fatal(err)
+	for _, err := range []error{
+		env.EnsureNamespace(ctx, ns),
+		x.FPM(ns, "web-1", 1, 2),
+		x.SetCounterRate("http_requests_total", map[string]string{"namespace": ns, "service": "web", "method": "GET"}, 2),
+		setContainerUsage(x, containerUsage{ns, "web-1", "app", 0.25, 100 << 20}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := env.CreateReadyPods(ctx, ns, map[string]string{"app": "web"}, time.Minute, time.Minute, "web-1"); err != nil {
 		t.Fatal(err)
 	}
 	// bob reads metrics (the documented ClusterRole) but is no
 	// system:masters member: the adapter asks the API server whether he may.
-	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-outage-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: framework.MetricsReaderClusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "bob"}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := bindMetricsReader(ctx, env, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	bob, err := env.UserRESTConfig("bob", "sre")
@@ -97,7 +82,7 @@ func TestAPIServerOutage(t *testing.T) {
 			"/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/http_requests_per_second",
 			"/apis/metrics.k8s.io/v1beta1/namespaces/" + ns + "/pods",
 			"/apis/metrics.k8s.io/v1beta1/namespaces/" + ns + "/pods/web-1",
-			"/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=" + url.QueryEscape("outage=" + ns),
+			"/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=" + url.QueryEscape("outage="+ns),
 		}
 	}
 	// Served while the API server is up.

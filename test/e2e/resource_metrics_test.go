@@ -62,12 +62,18 @@ func startResourceStack(t *testing.T) (*framework.Env, *exporter.Exporter, *fram
 	t.Helper()
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
+	env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: writeResourceConfig(t), PrometheusURL: prom.URL, ResourceMetrics: true})
+	return env, x, prom
+}
+
+// writeResourceConfig writes resourceConfig to a file and returns its path.
+func writeResourceConfig(t *testing.T) string {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "resource-config.yaml")
 	if err := os.WriteFile(cfg, []byte(resourceConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: cfg, PrometheusURL: prom.URL, ResourceMetrics: true})
-	return env, x, prom
+	return cfg
 }
 
 func createNode(ctx context.Context, env *framework.Env, name, cpu, memory string) error {

@@ -71,11 +71,7 @@ func TestSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-bob-metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: framework.MetricsReaderClusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "bob"}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := bindMetricsReader(ctx, env, "bob"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -196,4 +192,14 @@ func TestSecurity(t *testing.T) {
 			}
 		}
 	})
+}
+
+// bindMetricsReader binds user to the documented metrics-reader ClusterRole.
+func bindMetricsReader(ctx context.Context, env *framework.Env, user string) error {
+	_, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + user + "-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: framework.MetricsReaderClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{})
+	return err
 }
