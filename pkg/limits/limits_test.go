@@ -1,4 +1,4 @@
-package provider
+package limits
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -35,31 +36,60 @@ func TestCheckSelector(t *testing.T) {
 			if err != nil {
 				t.Fatalf("labels.Parse: %v", err)
 			}
-			err = checkSelector("metricLabelSelector", sel)
+			err = CheckSelector("metricLabelSelector", sel)
 			if tc.wantMsg == "" {
 				if err != nil {
-					t.Fatalf("checkSelector: %v", err)
+					t.Fatalf("CheckSelector: %v", err)
 				}
 				return
 			}
 			var se *apierrors.StatusError
 			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest || !strings.Contains(se.ErrStatus.Message, tc.wantMsg) {
-				t.Fatalf("checkSelector = %v, want a 400 containing %q", err, tc.wantMsg)
+				t.Fatalf("CheckSelector = %v, want a 400 containing %q", err, tc.wantMsg)
 			}
 		})
 	}
 }
 
 func TestCheckQuerySize(t *testing.T) {
-	if err := checkQuerySize("metric m", strings.Repeat("x", MaxRenderedQueryBytes)); err != nil {
+	if err := CheckQuerySize("metric m", strings.Repeat("x", MaxRenderedQueryBytes)); err != nil {
 		t.Errorf("a query of exactly the limit: %v", err)
 	}
-	err := checkQuerySize("metric m", `sum(secret_series{a="`+strings.Repeat("x", MaxRenderedQueryBytes)+`"})`)
+	err := CheckQuerySize("metric m", `sum(secret_series{a="`+strings.Repeat("x", MaxRenderedQueryBytes)+`"})`)
 	var se *apierrors.StatusError
 	if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest {
-		t.Fatalf("checkQuerySize over the limit = %v, want a 400", err)
+		t.Fatalf("CheckQuerySize over the limit = %v, want a 400", err)
 	}
 	if msg := se.ErrStatus.Message; !strings.Contains(msg, "more than the limit of 65536 bytes") || strings.Contains(msg, "secret_series") {
 		t.Errorf("message %q: want the limit named and the query left out", msg)
+	}
+}
+
+func TestCheckFieldSelector(t *testing.T) {
+	for _, tc := range []struct {
+		name, sel, wantMsg string // wantMsg "": accepted
+	}{
+		{"empty", "", ""},
+		{"one pod", "metadata.name=web-1", ""},
+		{"16 KiB", "metadata.name=" + strings.Repeat("x", MaxSelectorBytes-len("metadata.name=")-1), ""},
+		{"over 16 KiB", "metadata.name!=a," + "metadata.name=" + strings.Repeat("x", MaxSelectorBytes), "fieldSelector is longer than the limit of 16384 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := fields.ParseSelector(tc.sel)
+			if err != nil {
+				t.Fatalf("fields.ParseSelector: %v", err)
+			}
+			err = CheckFieldSelector("fieldSelector", sel)
+			if tc.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("CheckFieldSelector: %v", err)
+				}
+				return
+			}
+			var se *apierrors.StatusError
+			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest || !strings.Contains(se.ErrStatus.Message, tc.wantMsg) {
+				t.Fatalf("CheckFieldSelector = %v, want a 400 containing %q", err, tc.wantMsg)
+			}
+		})
 	}
 }

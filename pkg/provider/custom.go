@@ -21,6 +21,7 @@ import (
 	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/tenancy"
@@ -93,7 +94,7 @@ func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool
 // GetMetricByName implements CustomMetricsProvider: the value of a metric
 // for one object.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if err := checkSelector("metricLabelSelector", metricSelector); err != nil {
+	if err := limits.CheckSelector("metricLabelSelector", metricSelector); err != nil {
 		return nil, err
 	}
 	t, err := p.resolveCustom(ctx, info, name.Namespace)
@@ -149,10 +150,10 @@ func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types
 // Objects without a sample are left out (or given the rule's defaultValue);
 // when objects match but none has a value, the answer is an empty list.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	if err := checkSelector("labelSelector", selector); err != nil {
+	if err := limits.CheckSelector("labelSelector", selector); err != nil {
 		return nil, err
 	}
-	if err := checkSelector("metricLabelSelector", metricSelector); err != nil {
+	if err := limits.CheckSelector("metricLabelSelector", metricSelector); err != nil {
 		return nil, err
 	}
 	t, err := p.resolveCustom(ctx, info, namespace)
@@ -260,7 +261,7 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	if err != nil {
 		return nil, renderError(ctx, t.what(), err)
 	}
-	if err := checkQuerySize(t.what(), q.Expr); err != nil {
+	if err := limits.CheckQuerySize(t.what(), q.Expr); err != nil {
 		return nil, err
 	}
 	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index,

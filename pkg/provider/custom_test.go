@@ -17,7 +17,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
 )
 
@@ -612,10 +612,10 @@ func TestLimitsLeaveRealUseInside(t *testing.T) {
 		t.Errorf("items = %+v, want the one pod with a sample", list.Items)
 	}
 	sent := e.prom.sent()
-	if len(sent) != 1 || len(sent[0])*16 > provider.MaxRenderedQueryBytes {
-		t.Fatalf("queries sent = %d, first %d bytes: want one of under 1/16 of the %d-byte limit", len(sent), len(sent[0]), provider.MaxRenderedQueryBytes)
+	if len(sent) != 1 || len(sent[0])*16 > limits.MaxRenderedQueryBytes {
+		t.Fatalf("queries sent = %d, first %d bytes: want one of under 1/16 of the %d-byte limit", len(sent), len(sent[0]), limits.MaxRenderedQueryBytes)
 	}
-	t.Logf("pods/* over 5,000 pods: query of %d bytes (limit %d)", len(sent[0]), provider.MaxRenderedQueryBytes)
+	t.Logf("pods/* over 5,000 pods: query of %d bytes (limit %d)", len(sent[0]), limits.MaxRenderedQueryBytes)
 
 	many := make([]string, 1001)
 	for i := range many {

@@ -17,6 +17,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/apistatus"
+	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/naming"
 )
 
@@ -106,7 +107,7 @@ func externalNotFound(metric, namespace, why string) *apierrors.StatusError {
 // there is none, the answer is the rule's defaultValue if set, else an
 // empty list.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	if err := checkSelector("labelSelector", metricSelector); err != nil {
+	if err := limits.CheckSelector("labelSelector", metricSelector); err != nil {
 		return nil, err
 	}
 	t, err := p.resolveExternal(ctx, namespace, info.Metric)
@@ -117,7 +118,7 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err != nil {
 		return nil, renderError(ctx, t.what(), err)
 	}
-	if err := checkQuerySize(t.what(), q.Expr); err != nil {
+	if err := limits.CheckQuerySize(t.what(), q.Expr); err != nil {
 		return nil, err
 	}
 	start := time.Now()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -341,6 +342,13 @@ func TestAPIErrors(t *testing.T) {
 		{name: "node that does not exist", path: "/apis/metrics.k8s.io/v1beta1/nodes/nope", wantCode: 404, wantMsg: `nodemetrics.metrics.k8s.io "nope" not found`},
 		{name: "field the API does not define", path: "/apis/metrics.k8s.io/v1beta1/pods?fieldSelector=spec.nodeName%3Dx", wantCode: 400, wantMsg: "spec.nodeName"},
 		{name: "bad label selector", path: "/apis/metrics.k8s.io/v1beta1/pods?labelSelector=a%3D%3D%3Db", wantCode: 400, wantMsg: "unable to parse requirement"},
+		// The request limits of the custom and external metrics APIs.
+		{name: "1,001 in values, pods", path: "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods?labelSelector=" + inValues("app", 1001),
+			wantCode: 400, wantMsg: `labelSelector: requirement on "app" has 1001 values, more than the limit of 1000`},
+		{name: "1,001 in values, nodes", path: "/apis/metrics.k8s.io/v1beta1/nodes?labelSelector=" + inValues("zone", 1001),
+			wantCode: 400, wantMsg: `labelSelector: requirement on "zone" has 1001 values, more than the limit of 1000`},
+		{name: "field selector over 16 KiB", path: "/apis/metrics.k8s.io/v1beta1/pods?fieldSelector=metadata.name%3D" + strings.Repeat("x", 16<<10),
+			wantCode: 400, wantMsg: "fieldSelector is longer than the limit of 16384 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -350,10 +358,19 @@ func TestAPIErrors(t *testing.T) {
 				t.Fatalf("decoding Status: %v\n%s", err, body)
 			}
 			if code != tc.wantCode || int(st.Code) != tc.wantCode || !strings.Contains(st.Message, tc.wantMsg) {
-				t.Errorf("GET %s = %d %s, want %d mentioning %q", tc.path, code, body, tc.wantCode, tc.wantMsg)
+				t.Errorf("GET %.100s = %d %.300s, want %d mentioning %q", tc.path, code, body, tc.wantCode, tc.wantMsg)
 			}
 		})
 	}
+}
+
+// inValues is the query-escaped selector "key in (v0,...,v<n-1>)".
+func inValues(key string, n int) string {
+	vs := make([]string, n)
+	for i := range vs {
+		vs[i] = fmt.Sprintf("v%d", i)
+	}
+	return url.QueryEscape(key + " in (" + strings.Join(vs, ",") + ")")
 }
 
 func TestAPIPrometheusDown(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/metrics/pkg/apis/metrics"
 
 	"github.com/promscaler/promscaler/pkg/apistatus"
+	"github.com/promscaler/promscaler/pkg/limits"
 )
 
 // PodMetricsGetter returns the metrics of pods; pods without complete
@@ -74,6 +75,9 @@ func (s *podStorage) NewList() runtime.Object { return &metrics.PodMetricsList{}
 // List implements rest.Lister: the Running pods of the request namespace
 // (all namespaces when none) matching the label and field selectors.
 func (s *podStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if err := checkLimits(opts); err != nil {
+		return nil, err
+	}
 	ns := genericapirequest.NamespaceValue(ctx)
 	pods, err := s.pods.ListPods(ctx, ns, labelSelector(opts))
 	if err != nil {
@@ -157,6 +161,9 @@ func (s *nodeStorage) NewList() runtime.Object { return &metrics.NodeMetricsList
 // List implements rest.Lister: the nodes matching the label and field
 // selectors.
 func (s *nodeStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if err := checkLimits(opts); err != nil {
+		return nil, err
+	}
 	nodes, err := s.nodes.ListNodes(ctx, labelSelector(opts))
 	if err != nil {
 		return nil, apiError(ctx, "listing nodes", err)
@@ -199,6 +206,15 @@ func (s *nodeStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ ru
 		return nodeTable(t.ResourceVersion, t.Continue, t.Items), nil
 	}
 	return nil, fmt.Errorf("cannot convert a %T to a table of node metrics", obj)
+}
+
+// checkLimits answers 400 naming the limit when a list's selectors are over
+// the request limits of every metrics API (pkg/limits).
+func checkLimits(opts *metainternalversion.ListOptions) error {
+	if err := limits.CheckSelector("labelSelector", labelSelector(opts)); err != nil {
+		return err
+	}
+	return limits.CheckFieldSelector("fieldSelector", fieldSelector(opts))
 }
 
 func labelSelector(opts *metainternalversion.ListOptions) labels.Selector {
