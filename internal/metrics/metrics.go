@@ -52,6 +52,12 @@ const (
 	PromOutcomeCanceled = "canceled"
 	// PromOutcomeNetwork: the connection failed (refused, reset, TLS).
 	PromOutcomeNetwork = "network_error"
+	// PromOutcomeBackendDown: not sent, the backend is known down
+	// (promclient.Guard's breaker).
+	PromOutcomeBackendDown = "backend_down"
+	// PromOutcomeBusy: not sent, the backend has its maximum of requests
+	// in flight (promclient.Guard).
+	PromOutcomeBusy = "busy"
 )
 
 // DefaultBackend is the "backend" label value of the backend the

@@ -53,6 +53,9 @@ type Backend struct {
 	CoalesceWindow time.Duration
 	// Compression is CompressionNone (default) or CompressionGzip.
 	Compression string
+	// Guard bounds the requests to the backend: concurrency and the
+	// breaker (zero values: the defaults).
+	Guard GuardConfig
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -65,8 +68,13 @@ func NewForBackend(b Backend, m *metrics.Metrics, arrival ArrivalFunc) (*Client,
 	if err != nil {
 		return nil, err
 	}
+	guard, err := NewGuard(b.Name, b.Guard, m, nil)
+	if err != nil {
+		return nil, err
+	}
 	return New(Config{
 		Backend:        b.Name,
+		Guard:          guard,
 		Address:        b.URL,
 		HTTPClient:     hc,
 		Verb:           b.Verb,

@@ -128,6 +128,9 @@ type Config struct {
 	// query. Zero shares only with flights and answers that landed after
 	// the request arrived. At most MaxCoalesceWindow.
 	CoalesceWindow time.Duration
+	// Guard, when set, bounds the requests to the backend (see Guard): it
+	// wraps HTTPClient's transport.
+	Guard *Guard
 }
 
 // ArrivalFunc returns when the request a call serves reached the server
@@ -156,6 +159,7 @@ type Client struct {
 	cache    *resultCache
 	metrics  *metrics.Metrics
 	arrival  ArrivalFunc
+	guard    *Guard
 }
 
 // New builds a Client from cfg.
@@ -183,6 +187,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.CoalesceWindow < 0 || cfg.CoalesceWindow > MaxCoalesceWindow {
 		return nil, fmt.Errorf("prometheus client: coalesce window %v must be between 0 and %v", cfg.CoalesceWindow, MaxCoalesceWindow)
+	}
+	if cfg.Guard != nil {
+		hc := *cfg.HTTPClient
+		hc.Transport = cfg.Guard.RoundTripper(hc.Transport)
+		cfg.HTTPClient = &hc
 	}
 	inner, err := api.NewClient(api.Config{Address: cfg.Address, Client: cfg.HTTPClient})
 	if err != nil {
@@ -218,6 +227,7 @@ func New(cfg Config) (*Client, error) {
 		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics:  m,
 		arrival:  cfg.ArrivalTime,
+		guard:    cfg.Guard,
 	}, nil
 }
 

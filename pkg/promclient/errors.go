@@ -66,7 +66,8 @@ func IsUnavailable(err error) bool {
 	}
 	switch pe.Outcome {
 	case metrics.PromOutcomeServerError, metrics.PromOutcomeBadResponse,
-		metrics.PromOutcomeTimeout, metrics.PromOutcomeNetwork:
+		metrics.PromOutcomeTimeout, metrics.PromOutcomeNetwork,
+		metrics.PromOutcomeBackendDown, metrics.PromOutcomeBusy:
 		return true
 	}
 	return false
@@ -100,6 +101,12 @@ func classify(endpoint, query string, err error, ctxErr error, status int) *Erro
 	case errors.Is(err, context.Canceled) || errors.Is(ctxErr, context.Canceled):
 		e.Outcome = metrics.PromOutcomeCanceled
 		e.Err = context.Canceled
+	case errors.Is(err, ErrBackendDown):
+		e.Outcome = metrics.PromOutcomeBackendDown
+		e.Err = ErrBackendDown
+	case errors.Is(err, ErrBackendBusy):
+		e.Outcome = metrics.PromOutcomeBusy
+		e.Err = ErrBackendBusy
 	case errors.As(err, &apiErr):
 		apiErr = withBodyError(apiErr)
 		e.Err = describeAPIError(apiErr)

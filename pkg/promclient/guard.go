@@ -1,0 +1,475 @@
+package promclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+)
+
+// Defaults of a backend's Guard (GuardConfig's zero values).
+const (
+	// DefaultMaxConcurrent bounds the requests in flight to one backend:
+	// five times Prometheus' own --query.max-concurrency (20), far below
+	// the API server's in-flight limit (400), so a stalled backend cannot
+	// take every slot of the adapter.
+	DefaultMaxConcurrent = 100
+	// DefaultBreakerFailures consecutive timeouts or connection errors mark
+	// a backend down.
+	DefaultBreakerFailures = 5
+	// DefaultBreakerOpen is how long a backend marked down is not asked
+	// (its requests fail at once) before one probe request goes through;
+	// each failed probe doubles it, up to DefaultBreakerMaxOpen.
+	DefaultBreakerOpen    = time.Second
+	DefaultBreakerMaxOpen = 30 * time.Second
+)
+
+// ErrBackendDown is the error of a request not sent because its backend is
+// known down (recent requests timed out or could not connect).
+var ErrBackendDown = errors.New("backend known down: recent requests timed out or could not connect, not asking it until the next probe")
+
+// ErrBackendBusy is the error of a request not sent because its backend
+// already has its maximum of requests in flight.
+var ErrBackendBusy = errors.New("backend busy: its maximum of requests in flight is reached")
+
+// errGatewayTimeout is the failure of a 504 answer.
+var errGatewayTimeout = errors.New("gateway timeout (HTTP 504)")
+
+// GuardConfig bounds the requests to one backend. Zero values are the
+// defaults.
+type GuardConfig struct {
+	// MaxConcurrent is how many requests may be in flight to the backend;
+	// more fail at once with ErrBackendBusy. 0: DefaultMaxConcurrent;
+	// negative: no bound.
+	MaxConcurrent int
+	// BreakerFailures is how many consecutive timeouts or connection errors
+	// mark the backend down. 0: DefaultBreakerFailures; negative: never.
+	BreakerFailures int
+	// BreakerOpen is how long a backend marked down is not asked before a
+	// probe; doubled after each failed probe up to BreakerMaxOpen. 0: the
+	// defaults.
+	BreakerOpen    time.Duration
+	BreakerMaxOpen time.Duration
+}
+
+// withDefaults fills the zero values.
+func (c GuardConfig) withDefaults() GuardConfig {
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = DefaultBreakerFailures
+	}
+	if c.BreakerOpen <= 0 {
+		c.BreakerOpen = DefaultBreakerOpen
+	}
+	if c.BreakerMaxOpen <= 0 {
+		c.BreakerMaxOpen = DefaultBreakerMaxOpen
+	}
+	if c.BreakerMaxOpen < c.BreakerOpen {
+		c.BreakerMaxOpen = c.BreakerOpen
+	}
+	return c
+}
+
+// Validate reports the configuration's errors.
+func (c GuardConfig) Validate() error {
+	if c.BreakerOpen < 0 || c.BreakerMaxOpen < 0 {
+		return errors.New("the breaker's open periods must not be negative")
+	}
+	return nil
+}
+
+// Guard keeps one backend's requests bounded, so that a stalled backend
+// costs the adapter neither its request slots nor its health: at most
+// MaxConcurrent requests in flight (more fail at once), and a breaker that,
+// after BreakerFailures consecutive timeouts or connection errors, fails
+// every request at once for BreakerOpen, then lets one probe request
+// through; a probe that fails doubles the period (up to BreakerMaxOpen), one
+// that gets an answer closes the breaker. Any answer from the backend,
+// error statuses included (Prometheus answering 503 is answering), counts as
+// success except 504 (a proxy that gave up waiting); a request its caller
+// cancels counts as neither.
+//
+// It works on the transport (RoundTripper), so coalesced calls share one
+// slot, and keeps a request's slot until its answer's body is read or
+// closed. Its state is on /metrics (promscaler_prometheus_up{backend} and
+// the rejected and in-flight series) and in Status.
+type Guard struct {
+	name  string
+	cfg   GuardConfig
+	clock clock.PassiveClock
+	slots chan struct{} // nil: no bound
+
+	up       prometheus.Gauge
+	inFlight prometheus.Gauge
+	down     prometheus.Counter
+	busy     prometheus.Counter
+
+	mu        sync.Mutex
+	state     breakerState
+	failures  int // consecutive
+	openFor   time.Duration
+	openUntil time.Time
+	probing   bool
+	downSince time.Time
+	lastErr   string
+}
+
+type breakerState int
+
+const (
+	breakerClosed breakerState = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+// guardMetrics are the Guard series, shared by the guards of one registry.
+type guardMetrics struct {
+	up       *prometheus.GaugeVec
+	inFlight *prometheus.GaugeVec
+	rejected *prometheus.CounterVec
+}
+
+// Values of the reason label of promscaler_prometheus_rejected_requests_total.
+const (
+	rejectedBackendDown = "backend_down"
+	rejectedBusy        = "busy"
+)
+
+func registerGuardMetrics(reg prometheus.Registerer) (*guardMetrics, error) {
+	gm := &guardMetrics{
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "up",
+			Help: "1 while the backend answers, 0 while it is known down (consecutive timeouts or connection errors: its requests fail at once with 503 until a probe gets an answer). Labels: backend.",
+		}, []string{"backend"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "requests_in_flight",
+			Help: "Requests to the backend awaiting their answer. Labels: backend.",
+		}, []string{"backend"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "rejected_requests_total",
+			Help: "Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached). Labels: backend, reason.",
+		}, []string{"backend", "reason"}),
+	}
+	var err error
+	if gm.up, err = registerOrExisting(reg, gm.up); err != nil {
+		return nil, err
+	}
+	if gm.inFlight, err = registerOrExisting(reg, gm.inFlight); err != nil {
+		return nil, err
+	}
+	if gm.rejected, err = registerOrExisting(reg, gm.rejected); err != nil {
+		return nil, err
+	}
+	return gm, nil
+}
+
+// registerOrExisting registers c, or returns the identical collector
+// another backend's guard registered.
+func registerOrExisting[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("registering the backend guard's metrics: %w", err)
+	}
+	return c, nil
+}
+
+// NewGuard returns the guard of the backend name (its label on /metrics),
+// with its series registered in m's registry (nil: a private one) and clk
+// timing the breaker (nil: the real clock).
+func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.PassiveClock) (*Guard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("backend %s: %w", name, err)
+	}
+	if m == nil {
+		m = metrics.New()
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if name == "" {
+		name = DefaultBackendName
+	}
+	gm, err := registerGuardMetrics(m.Registry)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	g := &Guard{
+		name: name, cfg: cfg, clock: clk,
+		up:       gm.up.WithLabelValues(name),
+		inFlight: gm.inFlight.WithLabelValues(name),
+		down:     gm.rejected.WithLabelValues(name, rejectedBackendDown),
+		busy:     gm.rejected.WithLabelValues(name, rejectedBusy),
+	}
+	if cfg.MaxConcurrent > 0 {
+		g.slots = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	g.up.Set(1)
+	return g, nil
+}
+
+// GuardStatus is a guard's state, for readiness details and logs.
+type GuardStatus struct {
+	// Backend is the backend's name.
+	Backend string
+	// Up is false while the backend is known down.
+	Up bool
+	// DownSince is when it was marked down; RetryAt when the next probe
+	// may go (zero while a probe is in flight or when up).
+	DownSince, RetryAt time.Time
+	// ConsecutiveFailures counts the timeouts and connection errors since
+	// the last answer; LastError is the last one.
+	ConsecutiveFailures int
+	LastError           string
+}
+
+// String renders the status on one line.
+func (s GuardStatus) String() string {
+	if s.Up {
+		if s.ConsecutiveFailures > 0 {
+			return fmt.Sprintf("prometheus backend %q: up (%d consecutive failures, last: %s)", s.Backend, s.ConsecutiveFailures, s.LastError)
+		}
+		return fmt.Sprintf("prometheus backend %q: up", s.Backend)
+	}
+	next := "a probe request is in flight"
+	if !s.RetryAt.IsZero() {
+		next = "next probe at " + s.RetryAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("prometheus backend %q: down since %s (%d consecutive failures, last: %s); metric requests answer 503; %s",
+		s.Backend, s.DownSince.UTC().Format(time.RFC3339), s.ConsecutiveFailures, s.LastError, next)
+}
+
+// Status returns the guard's current state.
+func (g *Guard) Status() GuardStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := GuardStatus{Backend: g.name, Up: g.state == breakerClosed, ConsecutiveFailures: g.failures, LastError: g.lastErr}
+	if !s.Up {
+		s.DownSince = g.downSince
+		if !g.probing {
+			s.RetryAt = g.openUntil
+		}
+	}
+	return s
+}
+
+// outcome is what a request tells the breaker.
+type outcome int
+
+const (
+	outcomeAnswered outcome = iota // the backend answered
+	outcomeFailed                  // timeout or connection error
+	outcomeNeutral                 // canceled by its caller
+)
+
+// admit decides whether a request may be sent; probe is true for the one
+// request let through to a backend marked down.
+func (g *Guard) admit() (ok, probe bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch g.state {
+	case breakerClosed:
+		return true, false
+	case breakerOpen:
+		if g.clock.Now().Before(g.openUntil) {
+			return false, false
+		}
+		g.state = breakerHalfOpen
+	}
+	if g.probing {
+		return false, false
+	}
+	g.probing = true
+	return true, true
+}
+
+// record takes a sent request's outcome.
+func (g *Guard) record(o outcome, probe bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch o {
+	case outcomeNeutral:
+		if probe {
+			g.probing = false
+		}
+	case outcomeAnswered:
+		// Any answer, the probe's or a late one, closes the breaker.
+		if g.state != breakerClosed {
+			klog.InfoS("Prometheus backend answers again", "backend", g.name, "downFor", g.clock.Since(g.downSince))
+		}
+		g.failures, g.lastErr, g.probing = 0, "", false
+		g.state, g.openFor = breakerClosed, 0
+		g.up.Set(1)
+	case outcomeFailed:
+		g.failures++
+		g.lastErr = errorSummary(err)
+		switch {
+		case probe:
+			g.probing = false
+			g.open()
+		case g.state == breakerClosed && g.cfg.BreakerFailures > 0 && g.failures >= g.cfg.BreakerFailures:
+			g.downSince = g.clock.Now()
+			g.open()
+		}
+	}
+}
+
+// open marks the backend down for the next period; g.mu is held.
+func (g *Guard) open() {
+	if g.openFor == 0 {
+		g.openFor = g.cfg.BreakerOpen
+	} else {
+		g.openFor = min(2*g.openFor, g.cfg.BreakerMaxOpen)
+	}
+	g.state = breakerOpen
+	g.openUntil = g.clock.Now().Add(g.openFor)
+	g.up.Set(0)
+	klog.InfoS("Prometheus backend marked down: its requests fail at once until a probe gets an answer",
+		"backend", g.name, "consecutiveFailures", g.failures, "lastError", g.lastErr, "nextProbeIn", g.openFor)
+}
+
+// errorSummary is a short, credential-free description of a failure.
+func errorSummary(err error) string {
+	switch {
+	case err == nil:
+		return "unknown"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return truncate(redactURLError(err).Error(), maxDetailInError)
+	}
+}
+
+// outcomeOf classifies a request's error under its context.
+func outcomeOf(ctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return outcomeAnswered
+	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, context.Canceled) && ctx.Err() == nil:
+		return outcomeNeutral
+	default:
+		return outcomeFailed
+	}
+}
+
+// RoundTripper returns next guarded by g; nil next is what an
+// http.Client with no Transport uses, http.DefaultTransport.
+func (g *Guard) RoundTripper(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &guardedTransport{guard: g, next: next}
+}
+
+type guardedTransport struct {
+	guard *Guard
+	next  http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	g := t.guard
+	ok, probe := g.admit()
+	if !ok {
+		g.down.Inc()
+		closeRequestBody(req)
+		return nil, ErrBackendDown
+	}
+	if g.slots != nil {
+		select {
+		case g.slots <- struct{}{}:
+		default:
+			if probe {
+				g.record(outcomeNeutral, true, nil)
+			}
+			g.busy.Inc()
+			closeRequestBody(req)
+			return nil, ErrBackendBusy
+		}
+	}
+	g.inFlight.Inc()
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		g.finish(outcomeOf(req.Context(), err), probe, err)
+		return nil, err
+	}
+	// A 504 is a proxy in front of the backend that gave up waiting.
+	resp.Body = &guardedBody{ReadCloser: resp.Body, guard: g, ctx: req.Context(), probe: probe,
+		gatewayTimeout: resp.StatusCode == http.StatusGatewayTimeout}
+	return resp, nil
+}
+
+// CloseIdleConnections forwards to the wrapped transport.
+func (t *guardedTransport) CloseIdleConnections() { closeIdle(t.next) }
+
+// finish frees a request's slot and records its outcome.
+func (g *Guard) finish(o outcome, probe bool, err error) {
+	if g.slots != nil {
+		<-g.slots
+	}
+	g.inFlight.Dec()
+	g.record(o, probe, err)
+}
+
+// closeRequestBody closes the body of a request not sent, as a
+// RoundTripper must.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// guardedBody keeps the request's slot until its answer is read to the end,
+// fails, or is closed; a read failing with a timeout or a broken connection
+// counts as a failure.
+type guardedBody struct {
+	io.ReadCloser
+	guard *Guard
+	ctx   context.Context
+	probe bool
+	// gatewayTimeout: the answer is a 504, a failure however it is read.
+	gatewayTimeout bool
+	once           sync.Once
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.done(outcomeAnswered, nil)
+	case err != nil:
+		b.done(outcomeOf(b.ctx, err), err)
+	}
+	return n, err
+}
+
+func (b *guardedBody) Close() error {
+	b.done(outcomeAnswered, nil)
+	return b.ReadCloser.Close()
+}
+
+func (b *guardedBody) done(o outcome, err error) {
+	if b.gatewayTimeout && o == outcomeAnswered {
+		o, err = outcomeFailed, errGatewayTimeout
+	}
+	b.once.Do(func() { b.guard.finish(o, b.probe, err) })
+}
+
+// Guard returns the client's backend guard, nil when it has none.
+func (c *Client) Guard() *Guard { return c.guard }
