@@ -14,7 +14,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/promscaler/promscaler/internal/version.version=$(VERSION) -X github.com/promscaler/promscaler/internal/version.revision=$(REVISION)
 export VERSION REVISION
 
-.PHONY: all build unit test e2e tools verify fuzz bench demo up down manifests image clean diff-upstream
+.PHONY: all build unit test e2e tools verify fuzz bench chaos soak demo up down manifests image clean diff-upstream
 
 all: build
 
@@ -54,6 +54,14 @@ fuzz:
 ## bench: benchmarks and load harnesses (slow; not part of test)
 bench: tools build
 	hack/bench.sh
+
+## chaos: the fault suite on the real stack, one row per fault in _output/chaos (not part of test; docs/reliability.md)
+chaos: tools build
+	hack/chaos.sh faults
+
+## soak: one hour of steady load with series and pod churn; adapter RSS and goroutines must stay flat
+soak: tools build
+	hack/chaos.sh soak
 
 ## demo: build what is missing, start a local cluster + Prometheus + adapter, scale a demo app
 demo: tools build

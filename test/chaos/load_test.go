@@ -1,0 +1,245 @@
+//go:build e2e && chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+type kind int
+
+const (
+	kindCustom kind = iota
+	kindExternal
+	// kindChurn asks for the soak's churning pods: every value is 1.
+	kindChurn
+)
+
+func (k kind) path() string {
+	if k == kindChurn {
+		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + churnNamespace + "/pods/*/" + churnPodMetric
+	}
+	if k == kindExternal {
+		return "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + truthNamespace + "/" + truthExternal + "?labelSelector=queue%3Djobs"
+	}
+	return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + truthNamespace + "/pods/*/" + truthMetric
+}
+
+// result is one request's outcome.
+type result struct {
+	start, end time.Time
+	// status is the HTTP status, 0 when no answer came (err says why).
+	status int
+	err    string
+	// wrong: a 200 with a value that differs from the truth (or for an
+	// object that has none). partial: a 200 missing some of the pods.
+	wrong, partial bool
+}
+
+func (r result) correct() bool { return r.status == http.StatusOK && !r.wrong && !r.partial }
+
+// ask sends one request of kind k through the aggregator and checks the answer.
+func (s *stack) ask(ctx context.Context, k kind) result {
+	r := result{start: time.Now()}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	body, code, err := get(ctx, s.api, s.env.APIServerURL+k.path())
+	r.end, r.status = time.Now(), code
+	if err != nil {
+		r.status = 0
+		r.err = classify(err)
+		return r
+	}
+	if code == http.StatusOK {
+		r.wrong, r.partial = check(k, body)
+	}
+	return r
+}
+
+func classify(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return "conn"
+	}
+}
+
+// check compares a 200 answer with the truth.
+func check(k kind, body []byte) (wrong, partial bool) {
+	var list struct {
+		Items []struct {
+			DescribedObject struct {
+				Name string `json:"name"`
+			} `json:"describedObject"`
+			Value resource.Quantity `json:"value"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return true, false
+	}
+	if k == kindChurn {
+		for _, it := range list.Items {
+			if it.Value.MilliValue() != 1000 {
+				return true, false
+			}
+		}
+		return false, false
+	}
+	if k == kindExternal {
+		if len(list.Items) != 1 {
+			return len(list.Items) > 1, len(list.Items) == 0
+		}
+		return list.Items[0].Value.MilliValue() != truthQueueMilli, false
+	}
+	seen := 0
+	for _, it := range list.Items {
+		want := int64(-1)
+		for i := range truthPods {
+			if truthPod(i) == it.DescribedObject.Name {
+				want = truthMilli(i)
+			}
+		}
+		if want < 0 || it.Value.MilliValue() != want {
+			return true, false
+		}
+		seen++
+	}
+	return false, seen < truthPods
+}
+
+// loader sends requests at a fixed rate, alternating custom and external,
+// each in its own goroutine, and keeps every outcome.
+type loader struct {
+	s    *stack
+	rate int
+	// churnEvery: every churnEvery-th request asks kindChurn (0: never).
+	churnEvery int
+	mu         sync.Mutex
+	res        []result
+	stop       chan struct{}
+	done       sync.WaitGroup
+}
+
+func (s *stack) startLoad(rate, churnEvery int) *loader {
+	l := &loader{s: s, rate: rate, churnEvery: churnEvery, stop: make(chan struct{})}
+	l.done.Add(1)
+	go l.run()
+	return l
+}
+
+func (l *loader) run() {
+	defer l.done.Done()
+	tick := time.NewTicker(time.Second / time.Duration(l.rate))
+	defer tick.Stop()
+	ctx := context.Background()
+	for n := 0; ; n++ {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		k := kindCustom
+		if n%2 == 1 {
+			k = kindExternal
+		}
+		if l.churnEvery > 0 && n%l.churnEvery == l.churnEvery-1 {
+			k = kindChurn
+		}
+		l.done.Add(1)
+		go func() {
+			defer l.done.Done()
+			r := l.s.ask(ctx, k)
+			l.mu.Lock()
+			l.res = append(l.res, r)
+			l.mu.Unlock()
+		}()
+	}
+}
+
+// close stops sending and waits for the answers in flight.
+func (l *loader) close() {
+	close(l.stop)
+	l.done.Wait()
+}
+
+// window summarizes the requests that started in [from, to).
+type window struct {
+	total, ok, wrong, partial int
+	// errors counts non-200 answers by status and failures without an
+	// answer by their kind (timeout, conn).
+	errors map[string]int
+}
+
+func (l *loader) window(from, to time.Time) window {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := window{errors: map[string]int{}}
+	for _, r := range l.res {
+		if r.start.Before(from) || !r.start.Before(to) {
+			continue
+		}
+		w.total++
+		switch {
+		case r.status == 0:
+			w.errors[r.err]++
+		case r.status != http.StatusOK:
+			w.errors[fmt.Sprint(r.status)]++
+		case r.wrong:
+			w.wrong++
+		case r.partial:
+			w.partial++
+		default:
+			w.ok++
+		}
+	}
+	return w
+}
+
+func (w window) errorText() string {
+	if len(w.errors) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(w.errors))
+	for k := range w.errors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := ""
+	for i, k := range keys {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s×%d", k, w.errors[k])
+	}
+	return out
+}
+
+// recovery is how long after end the first correct answer to a request
+// started at or after end arrived; false if none has yet.
+func (l *loader) recovery(end time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, r := range l.res {
+		if r.start.Before(end) || !r.correct() {
+			continue
+		}
+		if first.IsZero() || r.end.Before(first) {
+			first = r.end
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return first.Sub(end), true
+}
