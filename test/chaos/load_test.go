@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +24,10 @@ const (
 	// kindChurn asks for the soak's churning pods: every value is 1.
 	kindChurn
 )
+
+func (k kind) String() string {
+	return [...]string{"custom", "external", "churn"}[k]
+}
 
 func (k kind) path() string {
 	if k == kindChurn {
@@ -43,6 +48,8 @@ type result struct {
 	// wrong: a 200 with a value that differs from the truth (or for an
 	// object that has none). partial: a 200 missing some of the pods.
 	wrong, partial bool
+	// body is kept for wrong answers (diagnostics).
+	body string
 }
 
 func (r result) correct() bool { return r.status == http.StatusOK && !r.wrong && !r.partial }
@@ -60,7 +67,9 @@ func (s *stack) ask(ctx context.Context, k kind) result {
 		return r
 	}
 	if code == http.StatusOK {
-		r.wrong, r.partial = check(k, body)
+		if r.wrong, r.partial = check(k, body); r.wrong {
+			r.body = string(body)
+		}
 	}
 	return r
 }
@@ -178,17 +187,23 @@ type window struct {
 	// errors counts non-200 answers by status and failures without an
 	// answer by their kind (timeout, conn).
 	errors map[string]int
+	// p99 and maxLatency are over every request of the window.
+	p99, maxLatency time.Duration
+	// wrongBodies are up to three distinct wrong answers.
+	wrongBodies []string
 }
 
 func (l *loader) window(from, to time.Time) window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := window{errors: map[string]int{}}
+	var lat []float64
 	for _, r := range l.res {
 		if r.start.Before(from) || !r.start.Before(to) {
 			continue
 		}
 		w.total++
+		lat = append(lat, float64(r.end.Sub(r.start)))
 		switch {
 		case r.status == 0:
 			w.errors[r.err]++
@@ -196,11 +211,19 @@ func (l *loader) window(from, to time.Time) window {
 			w.errors[fmt.Sprint(r.status)]++
 		case r.wrong:
 			w.wrong++
+			if len(w.wrongBodies) < 3 && !slices.Contains(w.wrongBodies, r.body) {
+				w.wrongBodies = append(w.wrongBodies, r.body)
+			}
 		case r.partial:
 			w.partial++
 		default:
 			w.ok++
 		}
+	}
+	if len(lat) > 0 {
+		sort.Float64s(lat)
+		w.p99 = time.Duration(lat[(len(lat)*99)/100])
+		w.maxLatency = time.Duration(lat[len(lat)-1])
 	}
 	return w
 }

@@ -3,10 +3,15 @@
 package chaos
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -44,6 +49,8 @@ type faultProxy struct {
 	mode  atomic.Int32
 	delay atomic.Int64
 	n     atomic.Int64
+	// fixed, when >= 0, picks one garbage body instead of rotating.
+	fixed atomic.Int32
 	srv   *http.Server
 }
 
@@ -57,8 +64,9 @@ func startFaultProxy(target string) (*faultProxy, error) {
 		return nil, err
 	}
 	p := &faultProxy{URL: "http://" + l.Addr().String()}
+	p.fixed.Store(-1)
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ErrorLog = nil
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a down Prometheus is the fault, not news
 	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch proxyMode(p.mode.Load()) {
 		case slow:
@@ -68,7 +76,11 @@ func startFaultProxy(target string) (*faultProxy, error) {
 				return
 			}
 		case garbage:
-			g := garbageBodies[int(p.n.Add(1))%len(garbageBodies)]
+			i := int(p.n.Add(1)) % len(garbageBodies)
+			if f := p.fixed.Load(); f >= 0 {
+				i = int(f)
+			}
+			g := garbageBodies[i]
 			w.Header().Set("Content-Type", g.contentType)
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write([]byte(g.body))
@@ -86,3 +98,35 @@ func (p *faultProxy) set(m proxyMode, delay time.Duration) {
 }
 
 func (p *faultProxy) close() { _ = p.srv.Close() }
+
+// garbageByKind asks for each metric once per garbage body (the proxy
+// answering only that one) and reports the bodies that came back as a 200
+// with a wrong value. It ends with the proxy passing through again.
+func (s *stack) garbageByKind(ctx context.Context) string {
+	defer func() {
+		s.proxy.fixed.Store(-1)
+		s.proxy.set(passThrough, 0)
+	}()
+	var out []string
+	for i, g := range garbageBodies {
+		s.proxy.fixed.Store(int32(i))
+		s.proxy.set(garbage, 0)
+		for _, k := range []kind{kindCustom, kindExternal} {
+			r := s.ask(ctx, k)
+			if r.status == http.StatusOK && r.wrong {
+				out = append(out, fmt.Sprintf("body %d %q -> 200 with a wrong value (%s metric: %s)", i, truncate(g.body, 60), k, truncate(r.body, 160)))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "every garbage body, asked one by one, answered without a wrong value"
+	}
+	return strings.Join(out, "; ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -70,17 +70,31 @@ var badRules = strings.Replace(adapterRules, "by (<<.GroupBy>>)'\nexternalRules"
 // front of Prometheus, and the adapter (querying through the proxy) behind
 // its APIServices.
 type stack struct {
-	env      *framework.Env
-	x        *exporter.Exporter
-	prom     *framework.Prometheus
-	proxy    *faultProxy
-	adapter  *framework.Adapter
-	rules    string // the adapter's --config file
-	auditLog string
+	// t owns the environment (processes the suite restarts stop with it).
+	t       testing.TB
+	env     *framework.Env
+	x       *exporter.Exporter
+	prom    *framework.Prometheus
+	proxy   *faultProxy
+	adapter *framework.Adapter
+	rules   string // the adapter's --config file
+	// exporterAddr is where Prometheus scrapes the exporter.
+	exporterAddr string
+	auditLog     string
 	// api is an admin HTTP client of kube-apiserver (through the aggregator).
 	api *http.Client
 	// direct is an admin HTTP client of the adapter's own port.
 	direct *http.Client
+
+	// Processes the suite restarted: the current one and its argv.
+	promProc, apiProc         *proc
+	apiArgs                   []string
+	promRestarts, apiRestarts int
+	// rotation holds the serving certificate and client CA files the
+	// adapter reloads (certs_test.go).
+	rotation *rotation
+	// as is the autoscaler pair, started by the first autoscaler fault.
+	as *autoscalers
 }
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -98,6 +112,9 @@ rules:
 type stackOptions struct {
 	// adapterArgs are appended to the adapter's command line.
 	adapterArgs []string
+	// rotation serves the adapter from certificate and client CA files
+	// the suite can rotate.
+	rotation bool
 }
 
 func startStack(t *testing.T, opts stackOptions) *stack {
@@ -107,7 +124,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{auditLog: filepath.Join(dir, "audit.log")}
+	s := &stack{t: t, auditLog: filepath.Join(dir, "audit.log")}
 	s.env = framework.New(t, framework.Config{APIServerArgs: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + s.auditLog}})
 	if ok, msg := s.env.AdapterImplemented(context.Background()); !ok {
 		t.Fatalf("adapter binary: %s", msg)
@@ -120,6 +137,7 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	srv := &http.Server{Handler: s.x, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	s.exporterAddr = l.Addr().String()
 	s.prom = s.env.MustStartPrometheus(t, framework.PrometheusConfig{
 		Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{l.Addr().String()}, HonorLabels: true}},
 	})
@@ -152,6 +170,9 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	args := append([]string{"--config-reload-interval=1s"}, opts.adapterArgs...)
+	if opts.rotation {
+		args = append(args, s.prepareRotation(t)...)
+	}
 	s.adapter = s.env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: s.rules, PrometheusURL: s.proxy.URL, ExtraArgs: args})
 
 	cfg := rest.CopyConfig(s.env.RESTConfig)
@@ -275,7 +296,10 @@ type footprint struct {
 func (s *stack) footprint(ctx context.Context, a *framework.Adapter) footprint {
 	var f footprint
 	f.rss, _ = rssMiB(a.Process.Pid())
-	f.goroutines, _ = s.adapterGoroutines(ctx, a)
+	var err error
+	if f.goroutines, err = s.adapterGoroutines(ctx, a); err != nil {
+		f.goroutines = -1 // shown as "?"
+	}
 	return f
 }
 

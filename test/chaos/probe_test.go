@@ -1,0 +1,127 @@
+//go:build e2e && chaos
+
+package chaos
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Kubelet's probes as deploy/base ships them: /livez and /readyz every 10 s,
+// 1 s timeout (the default), liveness failing 5 times in a row restarts the
+// container.
+const (
+	probePeriod            = 10 * time.Second
+	probeTimeout           = time.Second
+	livenessFailThreshold  = 5
+	readinessFailThreshold = 3
+)
+
+// prober asks the adapter's /livez and /readyz every second, as a kubelet
+// would (1 s timeout), and keeps every outcome.
+type prober struct {
+	url  func() string
+	hc   *http.Client
+	mu   sync.Mutex
+	res  []probeResult
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type probeResult struct {
+	at         time.Time
+	live, read bool
+}
+
+func startProber(url func() string) *prober {
+	p := &prober{url: url, stop: make(chan struct{}), hc: &http.Client{Timeout: probeTimeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback adapter, self-signed
+		// A kubelet opens a connection per probe.
+		DisableKeepAlives: true,
+	}}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+			}
+			r := probeResult{at: time.Now(), live: p.ok("/livez"), read: p.ok("/readyz")}
+			p.mu.Lock()
+			p.res = append(p.res, r)
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+func (p *prober) ok(path string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	_, code, err := get(ctx, p.hc, p.url()+path)
+	return err == nil && code == http.StatusOK
+}
+
+func (p *prober) close() { close(p.stop); p.wg.Wait() }
+
+// probeSummary is what a kubelet would have concluded over a window.
+type probeSummary struct {
+	// liveFail and readyFail count the failed 1 s polls.
+	liveFail, readyFail int
+	// liveStreak and readyStreak are the longest runs of failed polls.
+	liveStreak, readyStreak time.Duration
+}
+
+// kubeletRestart: liveness failed for longer than the shipped probe takes
+// to restart the container.
+func (s probeSummary) kubeletRestart() bool {
+	return s.liveStreak >= livenessFailThreshold*probePeriod
+}
+
+// unready: readiness failed long enough to take the endpoint out.
+func (s probeSummary) unready() bool {
+	return s.readyStreak >= readinessFailThreshold*probePeriod
+}
+
+func (s probeSummary) String() string {
+	return fmt.Sprintf("livez %d fails (longest %v), readyz %d fails (longest %v)", s.liveFail, s.liveStreak, s.readyFail, s.readyStreak)
+}
+
+func (p *prober) window(from, to time.Time) probeSummary {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var s probeSummary
+	var liveFrom, readFrom time.Time
+	for _, r := range p.res {
+		if r.at.Before(from) || !r.at.Before(to) {
+			continue
+		}
+		if !r.live {
+			s.liveFail++
+			if liveFrom.IsZero() {
+				liveFrom = r.at
+			}
+			s.liveStreak = max(s.liveStreak, r.at.Sub(liveFrom)+time.Second)
+		} else {
+			liveFrom = time.Time{}
+		}
+		if !r.read {
+			s.readyFail++
+			if readFrom.IsZero() {
+				readFrom = r.at
+			}
+			s.readyStreak = max(s.readyStreak, r.at.Sub(readFrom)+time.Second)
+		} else {
+			readFrom = time.Time{}
+		}
+	}
+	return s
+}
