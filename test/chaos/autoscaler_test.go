@@ -41,7 +41,31 @@ const (
 	autoscalerB    = "promscaler-autoscaler-b"
 )
 
+// autoscalerBRBAC binds the component's roles to the second replica's user,
+// and gives both users what --mode=full needs beyond the shipped
+// (coexist) ClusterRole: pods (readiness and selectors) and HPA status.
 const autoscalerBRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: chaos-autoscaler-full
+rules:
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: chaos-autoscaler-full
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: chaos-autoscaler-full}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
+- {kind: ServiceAccount, name: promscaler-autoscaler, namespace: promscaler}
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
   name: promscaler-autoscaler-b
@@ -345,6 +369,9 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 				if doubles > 0 {
 					t.Errorf("%d double /scale writes", doubles)
 				}
+				if writes == 0 {
+					t.Errorf("no /scale write after the failover: the new leader did not scale (the fault proves nothing)")
+				}
 				a.start(t, leader.name+"-2", leader.user)
 				return end, fmt.Sprintf("failover %v (%s took the lease); /scale writes in the next %v: %d, double writes %d",
 					failover.Round(100*time.Millisecond), next.name, (failover + 2*flipEvery).Round(time.Second), writes, doubles)
@@ -378,6 +405,9 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 				writes, doubles, stale := a.doubleWrites(t, from, time.Now(), leader.user, resumed)
 				if doubles > 0 || stale > 0 {
 					t.Errorf("%d double /scale writes, %d by the resumed stale leader", doubles, stale)
+				}
+				if writes == 0 {
+					t.Errorf("no /scale write during the pause: the new leader did not scale (the fault proves nothing)")
 				}
 				return resumed, fmt.Sprintf("failover %v (%s took the lease); paused %v; resumed leader %s; /scale writes %d, double %d, by the stale leader after resume %d",
 					failover.Round(100*time.Millisecond), next.name, resumed.Sub(from).Round(100*time.Millisecond), exit, writes, doubles, stale)

@@ -204,13 +204,13 @@ func faults() []fault {
 				fx.s.proxy.set(passThrough, 0)
 				return time.Now(), ""
 			}},
-		{name: "prometheus-garbage", does: "The proxy answers every Prometheus request itself, 200 with a malformed body (truncated JSON, a non-number value, the wrong result type, HTML, empty, binary) for the hold time.",
+		{name: "prometheus-garbage", does: "The proxy answers every Prometheus request itself, 200 with a malformed body (truncated JSON, a non-number value, a sample without its value, the wrong result type, HTML, empty, binary): first each body alone (one custom and one external request each, to name the bodies that yield a wrong value), then all in rotation for the hold time.",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
+				kinds := fx.s.garbageByKind(fx.ctx)
 				fx.s.proxy.set(garbage, 0)
 				time.Sleep(fx.hold)
 				fx.s.proxy.set(passThrough, 0)
-				end := time.Now()
-				return end, fx.s.garbageByKind(fx.ctx)
+				return time.Now(), kinds
 			}},
 		{name: "config-bad-then-good", does: "The rules file is replaced by one whose metricsQuery Prometheus would reject (unbalanced brackets), kept for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s).",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
@@ -227,6 +227,7 @@ func faults() []fault {
 				return time.Now(), fmt.Sprintf("kube-apiserver down %v", down.Round(100*time.Millisecond))
 			}},
 	}
+	fs = append(fs, autoscalerFaults(func(t *testing.T, s *stack) *autoscalers { return s.autoscalers(t) })...)
 	fs = append(fs, []fault{
 		{name: "h2-rapid-reset", does: "Four HTTP/2 connections to the adapter's own port (admin client certificate, so each stream reaches a handler) send HEADERS for the truth metric each followed at once by RST_STREAM(CANCEL), in batches of 100, for the hold time (CVE-2023-44487); the suite reconnects whenever the adapter closes a connection.",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
@@ -254,7 +255,6 @@ func faults() []fault {
 					closed, after.Round(100*time.Millisecond), open, m.rss, m.goroutines)
 			}},
 	}...)
-	fs = append(fs, autoscalerFaults(func(t *testing.T, s *stack) *autoscalers { return s.autoscalers(t) })...)
 	return append(fs, []fault{
 		{name: "serving-cert-rotated", does: "The adapter's serving certificate and key files (--tls-cert-file, --tls-private-key-file) are replaced by a pair from another CA.",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
@@ -266,7 +266,7 @@ func faults() []fault {
 				time.Sleep(fx.hold) // the load runs on with the new certificate
 				return time.Now(), fmt.Sprintf("new certificate served %v after the files changed; the row covers the hold time after it", took.Round(100*time.Millisecond))
 			}},
-		{name: "client-ca-rotated", does: "A new CA is added to the --client-ca-file bundle, then the old one removed: a client of the new CA must be served, one of the removed CA refused (401).",
+		{name: "client-ca-rotated", does: "A new CA is added to the --client-ca-file bundle, then the old one removed: a client of the new CA must be served, one of the removed CA refused (401, or 403 as the anonymous user it falls back to).",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
 				accepted, refused, err := fx.s.rotateClientCA(t, fx.ctx)
 				if err != nil {
@@ -274,7 +274,7 @@ func faults() []fault {
 					return time.Now(), err.Error()
 				}
 				time.Sleep(fx.hold)
-				return time.Now(), fmt.Sprintf("new CA's client served %v after it was added; old CA's client refused (401) %v after it was removed; the row covers the hold time after it",
+				return time.Now(), fmt.Sprintf("new CA's client served %v after it was added; old CA's client refused (401/403) %v after it was removed; the row covers the hold time after it",
 					accepted.Round(100*time.Millisecond), refused.Round(100*time.Millisecond))
 			}},
 	}...)

@@ -15,10 +15,9 @@ import (
 // 1 s timeout (the default), liveness failing 5 times in a row restarts the
 // container.
 const (
-	probePeriod            = 10 * time.Second
-	probeTimeout           = time.Second
-	livenessFailThreshold  = 5
-	readinessFailThreshold = 3
+	probePeriod           = 10 * time.Second
+	probeTimeout          = time.Second
+	livenessFailThreshold = 5
 )
 
 // prober asks the adapter's /livez and /readyz every second, as a kubelet
@@ -84,11 +83,6 @@ type probeSummary struct {
 // to restart the container.
 func (s probeSummary) kubeletRestart() bool {
 	return s.liveStreak >= livenessFailThreshold*probePeriod
-}
-
-// unready: readiness failed long enough to take the endpoint out.
-func (s probeSummary) unready() bool {
-	return s.readyStreak >= readinessFailThreshold*probePeriod
 }
 
 func (s probeSummary) String() string {
