@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // Environment variables of BenchmarkAB.
@@ -135,7 +137,7 @@ func BenchmarkAB(b *testing.B) {
 			lines = append(lines, line)
 		}
 	}
-	progress("A/B summary (%d rounds, load %s):\n%s", rounds, loadAvg(), strings.Join(lines, "\n"))
+	progress("A/B summary (%d rounds, load %s):\n%s", rounds, framework.LoadAvg(), strings.Join(lines, "\n"))
 }
 
 // abRound starts bin, measures the selected runs on it, reports each
@@ -183,7 +185,7 @@ func (s *stack) abRound(b *testing.B, bin abBinary, round int, runs map[string]b
 		m := s.benchCoalesceFrames(b, a, servingNamespace(0), 1000)
 		record("coalesce-1000 queries", float64(len(m.logged)))
 	}
-	hwm, err := memMiB(a.pid(), "VmHWM")
+	hwm, err := framework.MemMiB(a.pid(), "VmHWM")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -186,25 +186,10 @@ func adminTransport(kp *framework.KeyPair) (*http.Transport, error) {
 	return tr, nil
 }
 
-// get fetches url and returns the body and status.
-func get(ctx context.Context, hc *http.Client, url string) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return body, resp.StatusCode, err
-}
-
 // listsMetric reports whether the adapter lists resource ("pods/<metric>")
 // in custom.metrics.k8s.io/v1beta2.
 func listsMetric(ctx context.Context, hc *http.Client, base, resource string) (bool, error) {
-	body, code, err := get(ctx, hc, base+"/apis/custom.metrics.k8s.io/v1beta2")
+	body, code, err := framework.Get(ctx, hc, base+"/apis/custom.metrics.k8s.io/v1beta2")
 	if err != nil {
 		return false, err
 	}
@@ -290,7 +275,7 @@ func counters(text, family, label string) map[string]float64 {
 
 // metricsText returns a /metrics page (the adapter's, with the admin client).
 func metricsText(ctx context.Context, hc *http.Client, url string) (string, error) {
-	body, code, err := get(ctx, hc, url)
+	body, code, err := framework.Get(ctx, hc, url)
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 const (
@@ -101,7 +103,7 @@ func (s *stack) benchOverheadInterleaved(b *testing.B, a *adapterProc, rate int)
 		rate, pairs, seg, elapsed.Round(time.Second), ra.percentile(0.5), ra.percentile(0.99), rp.percentile(0.5), rp.percentile(0.99),
 		p99.Diff, p99.Lo, p99.Hi, p50.Diff, p50.Lo, p50.Hi, ra.ownPercentile(0.5), ra.ownPercentile(0.99),
 		ra.requests, rp.requests, ra.errors+rp.errors, errSuffix(ra.firstErr+rp.firstErr), queries, queries/float64(max(ra.requests, 1)),
-		ra.stalls(), rp.stalls(), loadAvg())
+		ra.stalls(), rp.stalls(), framework.LoadAvg())
 	reportLegs(b, ra, rp)
 	b.ReportMetric(p99.Diff, "overhead-p99-ms")
 	b.ReportMetric(p99.Lo, "overhead-p99-lo-ms")

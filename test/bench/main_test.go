@@ -213,7 +213,7 @@ func closeShared() {
 func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 	t0 := time.Now()
 	progress("settings: %d series, %d serving namespaces of %d pods, %d pods in %s, runs of %s, serving adapter flags %q (load %s)",
-		cfg.series, cfg.workers, cfg.servePods, cfg.bigPods, bigNamespace, cfg.duration, cfg.servingArgs, loadAvg())
+		cfg.series, cfg.workers, cfg.servePods, cfg.bigPods, bigNamespace, cfg.duration, cfg.servingArgs, framework.LoadAvg())
 	env, err := framework.Start(ctx, framework.Config{Logf: progress})
 	if err != nil {
 		return nil, err

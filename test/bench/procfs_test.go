@@ -40,41 +40,6 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(ut+st) / clockTicks, nil
 }
 
-// memMiB returns a field of /proc/<pid>/status (VmHWM: peak RSS, VmRSS) in MiB.
-func memMiB(pid int, field string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading memory of %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				break
-			}
-			kb, err := strconv.ParseFloat(f[0], 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing %s of %d: %w", field, pid, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-// loadAvg is the 1, 5 and 15 minute load averages, as uptime prints them.
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // cpuMeter measures a process's CPU time over a window.
 type cpuMeter struct {
 	pid   int

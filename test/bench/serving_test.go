@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/promscaler/promscaler/internal/cputime"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 var (
@@ -93,7 +95,7 @@ func (s *stack) waitServing(ctx context.Context, a *adapterProc) error {
 // items returns how many items a metric value list has, and an error when
 // a pod's value is not the one the exporter serves for it (1 + index%50).
 func items(ctx context.Context, hc *http.Client, u string) (int, error) {
-	body, code, err := get(ctx, hc, u)
+	body, code, err := framework.Get(ctx, hc, u)
 	if err != nil {
 		return 0, err
 	}
@@ -225,7 +227,7 @@ func (m measured) log(name string) {
 	progress("%s: %d requests (%d errors%s) in %s: %.0f req/s, p50 %.2f ms, p99 %.2f ms; Prometheus queries: %d logged, %.0f sent by the adapter (%.0f coalesced); adapter %.2f CPU-ms/req, Prometheus %.2f CPU-ms/req, load generator %.2f CPU-ms/req (%.2f cores); adapter Kubernetes API calls %.0f; kube-apiserver requests by resource %s; load %s",
 		name, r.requests, r.errors, errSuffix(r.firstErr), r.elapsed.Round(time.Millisecond), r.perSecond(), r.percentile(0.5), r.percentile(0.99),
 		len(m.logged), m.after.queries-m.before.queries, m.after.coalesced-m.before.coalesced,
-		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.harnessCores(), m.k8sCalls, strings.Join(keys, ","), loadAvg())
+		perReq(m.adapterCPU)*1000, perReq(m.promCPU)*1000, perReq(m.harnessCPU)*1000, m.harnessCores(), m.k8sCalls, strings.Join(keys, ","), framework.LoadAvg())
 }
 
 func errSuffix(s string) string {

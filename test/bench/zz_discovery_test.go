@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // discoverySelector is the rule's seriesQuery (testdata/rules.yaml).
@@ -120,7 +122,7 @@ func (s *stack) benchSeriesAPI(b *testing.B) {
 		b.Fatal(err)
 	}
 	cpu -= base * wall.Seconds()
-	rss, _ := memMiB(s.prom.Process.Pid(), "VmRSS")
+	rss, _ := framework.MemMiB(s.prom.Process.Pid(), "VmRSS")
 	progress("/api/v1/series %s over %s: %.1f MB in %s, Prometheus %.2f CPU-s (baseline %.3f/s subtracted), Prometheus RSS %.0f MiB",
 		discoverySelector, maxAge, float64(n)/1e6, wall.Round(time.Millisecond), cpu, base, rss)
 	b.ReportMetric(cpu, "series-api-prom-cpu-s")
@@ -212,13 +214,13 @@ func (s *stack) benchDiscovery(b *testing.B, strategy string) {
 		sum += d
 	}
 	passDur := sum / time.Duration(len(p)-n0)
-	hwm, err := memMiB(a.pid(), "VmHWM")
+	hwm, err := framework.MemMiB(a.pid(), "VmHWM")
 	if err != nil {
 		b.Fatal(err)
 	}
-	prss, _ := memMiB(s.prom.Process.Pid(), "VmRSS")
+	prss, _ := framework.MemMiB(s.prom.Process.Pid(), "VmRSS")
 	progress("%s: %d relists in %s: adapter %.3f CPU-s/relist, Prometheus %.3f CPU-s/relist (baseline %.3f/s subtracted), pass %s, adapter peak RSS %.0f MiB, Prometheus RSS %.0f MiB, load %s",
-		name, int(relists), wall.Round(time.Millisecond), acpu, pcpu, base, passDur.Round(time.Millisecond), hwm, prss, loadAvg())
+		name, int(relists), wall.Round(time.Millisecond), acpu, pcpu, base, passDur.Round(time.Millisecond), hwm, prss, framework.LoadAvg())
 	b.ReportMetric(firstList.Seconds(), "first-list-s")
 	b.ReportMetric(firstPass.Seconds(), "first-pass-s")
 	b.ReportMetric(passDur.Seconds(), "relist-s")

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,7 +105,7 @@ type autoscalers struct {
 type replica struct {
 	name, user string
 	metricsURL string
-	p          *proc
+	p          *framework.Process
 }
 
 func (s *stack) startAutoscalers(t *testing.T, ctx context.Context) *autoscalers {
@@ -207,34 +206,15 @@ func (a *autoscalers) start(t *testing.T, name, user string) *replica {
 		t.Fatal(err)
 	}
 	args := append([]string{a.s.env.Bin("autoscaler"), "--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port), "-v=2"}, autoscalerFlags...)
-	r := &replica{name: name, user: user, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: startProc(t, a.s.t, a.s.env, name, args)}
+	r := &replica{name: name, user: user, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: startProc(t, a.s.env, name, args)}
 	a.mu.Lock()
 	a.replicas[user] = r
 	a.mu.Unlock()
 	return r
 }
 
-// leads reports whether r says on /metrics that it is the active controller.
 func (r *replica) leads(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.metricsURL, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == "promscaler_autoscaler_leader 1" {
-			return true
-		}
-	}
-	return false
+	return framework.AutoscalerLeads(ctx, r.metricsURL)
 }
 
 // waitLeader waits until one live replica leads.
@@ -355,8 +335,8 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 				a := as(t, fx.s)
 				leader := a.leader(t, fx.ctx)
 				from := time.Now()
-				_ = syscall.Kill(-leader.p.pid(), syscall.SIGKILL)
-				<-leader.p.done
+				_ = syscall.Kill(-leader.p.Pid(), syscall.SIGKILL)
+				<-leader.p.Done()
 				next, err := a.waitLeader(fx.ctx, 30*time.Second, leader)
 				if err != nil {
 					t.Error(err)
@@ -381,10 +361,10 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 				a := as(t, fx.s)
 				leader := a.leader(t, fx.ctx)
 				from := time.Now()
-				_ = syscall.Kill(leader.p.pid(), syscall.SIGSTOP)
+				_ = syscall.Kill(leader.p.Pid(), syscall.SIGSTOP)
 				next, err := a.waitLeader(fx.ctx, 30*time.Second, leader)
 				if err != nil {
-					_ = syscall.Kill(leader.p.pid(), syscall.SIGCONT)
+					_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
 					t.Error(err)
 					return time.Now(), err.Error()
 				}
@@ -393,11 +373,11 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 					time.Sleep(3*leaseDuration - held)
 				}
 				resumed := time.Now()
-				_ = syscall.Kill(leader.p.pid(), syscall.SIGCONT)
+				_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
 				exit := "still running 20 s after SIGCONT"
 				select {
-				case <-leader.p.done:
-					exit = fmt.Sprintf("exited %v after SIGCONT (code %d)", time.Since(resumed).Round(100*time.Millisecond), leader.p.cmd.ProcessState.ExitCode())
+				case <-leader.p.Done():
+					exit = fmt.Sprintf("exited %v after SIGCONT (code %d)", time.Since(resumed).Round(100*time.Millisecond), exitCode(leader.p))
 				case <-time.After(20 * time.Second):
 					t.Errorf("the resumed stale leader is still running 20 s after SIGCONT")
 				}

@@ -112,7 +112,7 @@ func (s *stack) rotateClientCA(t *testing.T, ctx context.Context) (accepted, ref
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		hc.CloseIdleConnections()
-		_, code, _ := get(ctx, hc, url)
+		_, code, _ := framework.Get(ctx, hc, url)
 		return code
 	}
 	t0 := time.Now()

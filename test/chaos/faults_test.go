@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // Fault suite settings (environment):
@@ -167,7 +169,7 @@ func (r row) recoveryText() string {
 func faultTable(rows []row, rate int, hold time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fault suite run %s: %d req/s through the aggregator (custom and external metrics alternating), timed faults held %v; load average %s.\n\n",
-		time.Now().UTC().Format(time.RFC3339), rate, hold, loadAvg())
+		time.Now().UTC().Format(time.RFC3339), rate, hold, framework.LoadAvg())
 	b.WriteString("| fault | lasted | requests in the fault | wrong values | errors during the fault | p99 / max latency in the fault | recovery | restarts | probes (1 s polls failed: livez / readyz) | RSS MiB before → after | goroutines before → after | notes |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {

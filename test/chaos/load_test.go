@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 type kind int
@@ -59,7 +61,7 @@ func (s *stack) ask(ctx context.Context, k kind) result {
 	r := result{start: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	body, code, err := get(ctx, s.api, s.env.APIServerURL+k.path())
+	body, code, err := framework.Get(ctx, s.api, s.env.APIServerURL+k.path())
 	r.end, r.status = time.Now(), code
 	if err != nil {
 		r.status = 0

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // Kubelet's probes as deploy/base ships them: /livez and /readyz every 10 s,
@@ -65,7 +67,7 @@ func startProber(url func() string) *prober {
 func (p *prober) ok(path string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	_, code, err := get(ctx, p.hc, p.url()+path)
+	_, code, err := framework.Get(ctx, p.hc, p.url()+path)
 	return err == nil && code == http.StatusOK
 }
 
@@ -93,29 +95,34 @@ func (p *prober) window(from, to time.Time) probeSummary {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var s probeSummary
-	var liveFrom, readFrom time.Time
+	var live, ready streak
 	for _, r := range p.res {
 		if r.at.Before(from) || !r.at.Before(to) {
 			continue
 		}
-		if !r.live {
-			s.liveFail++
-			if liveFrom.IsZero() {
-				liveFrom = r.at
-			}
-			s.liveStreak = max(s.liveStreak, r.at.Sub(liveFrom)+time.Second)
-		} else {
-			liveFrom = time.Time{}
-		}
-		if !r.read {
-			s.readyFail++
-			if readFrom.IsZero() {
-				readFrom = r.at
-			}
-			s.readyStreak = max(s.readyStreak, r.at.Sub(readFrom)+time.Second)
-		} else {
-			readFrom = time.Time{}
-		}
+		live.add(r.at, r.live)
+		ready.add(r.at, r.read)
 	}
+	s.liveFail, s.liveStreak = live.fails, live.longest
+	s.readyFail, s.readyStreak = ready.fails, ready.longest
 	return s
+}
+
+// streak counts failed polls and the longest run of them.
+type streak struct {
+	fails   int
+	longest time.Duration
+	since   time.Time
+}
+
+func (s *streak) add(at time.Time, ok bool) {
+	if ok {
+		s.since = time.Time{}
+		return
+	}
+	s.fails++
+	if s.since.IsZero() {
+		s.since = at
+	}
+	s.longest = max(s.longest, at.Sub(s.since)+time.Second)
 }

@@ -4,58 +4,38 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
-// proc is a process the suite (re)started itself, with the argv of one the
-// framework started first.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// startProc runs args (binary first) with its output in the environment's
-// log dir; the cleanup of owner (the test that owns the environment, not a
-// fault's subtest) stops it.
-func startProc(t *testing.T, owner testing.TB, env *framework.Env, name string, args []string) *proc {
+// startProc runs argv (binary first) as a process of env (stopped when env
+// closes); a failure fails the test.
+func startProc(t *testing.T, env *framework.Env, name string, argv []string) *framework.Process {
 	t.Helper()
-	logFile, err := os.Create(filepath.Join(env.LogDir(), name+".log"))
+	p, err := env.StartCommand(name, argv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(p.done) }()
-	owner.Cleanup(func() { p.stop(10 * time.Second) })
 	return p
 }
 
-func (p *proc) stop(grace time.Duration) {
-	_ = syscall.Kill(-p.pid(), syscall.SIGCONT)
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
+// exitCode is a process's exit status once it has ended (-1 otherwise).
+func exitCode(p *framework.Process) int {
+	ended, err := p.Exited()
+	if !ended {
+		return -1
 	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
 }
 
 // waitHTTP polls url until it answers 200 (hc may carry credentials).
@@ -64,7 +44,7 @@ func waitHTTP(ctx context.Context, hc *http.Client, url string, timeout time.Dur
 	var last string
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, code, err := get(ctx, hc, url)
+		_, code, err := framework.Get(ctx, hc, url)
 		cancel()
 		if err == nil && code == http.StatusOK {
 			return nil

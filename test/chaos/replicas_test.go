@@ -102,7 +102,7 @@ func replicaFault(t *testing.T, main *stack, sc *scoreboard) {
 			end := time.Now()
 			w := load.window(killed, end)
 			// The replica comes back (a new pod, or the kubelet's restart).
-			startProc(t, t, env, "adapter-a-restarted", argsA)
+			startProc(t, env, "adapter-a-restarted", argsA)
 			if err := waitHTTP(fx.ctx, insecureHTTP(), a.URL+"/readyz", 2*time.Minute); err != nil {
 				t.Error(err)
 			}

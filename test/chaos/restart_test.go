@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"github.com/promscaler/promscaler/test/e2e/framework"
 	"net/http"
 	"os"
 	"strconv"
@@ -23,7 +24,7 @@ func envInt(name string, def int) int {
 // promPid is the running Prometheus (the framework's, or the suite's restart).
 func (s *stack) promPid() int {
 	if s.promProc != nil {
-		return s.promProc.pid()
+		return s.promProc.Pid()
 	}
 	return s.prom.Process.Pid()
 }
@@ -31,8 +32,8 @@ func (s *stack) promPid() int {
 func (s *stack) killPrometheus(t *testing.T) {
 	t.Helper()
 	if s.promProc != nil {
-		_ = syscall.Kill(-s.promProc.pid(), syscall.SIGKILL)
-		<-s.promProc.done
+		_ = syscall.Kill(-s.promProc.Pid(), syscall.SIGKILL)
+		<-s.promProc.Done()
 		return
 	}
 	_ = syscall.Kill(-s.prom.Process.Pid(), syscall.SIGKILL)
@@ -45,7 +46,7 @@ func (s *stack) restartPrometheus(t *testing.T, ctx context.Context) time.Durati
 	t.Helper()
 	t0 := time.Now()
 	s.promRestarts++
-	s.promProc = startProc(t, s.t, s.env, "prometheus-restart-"+strconv.Itoa(s.promRestarts), s.prom.Process.Args)
+	s.promProc = startProc(t, s.env, "prometheus-restart-"+strconv.Itoa(s.promRestarts), s.prom.Process.Args)
 	if err := waitHTTP(ctx, http.DefaultClient, s.prom.URL+"/-/ready", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func (s *stack) restartAPIServer(t *testing.T, ctx context.Context) time.Duratio
 	t.Helper()
 	args := s.apiArgs
 	if s.apiProc != nil {
-		s.apiProc.stop(30 * time.Second)
+		s.apiProc.Stop(30 * time.Second)
 	} else {
 		p := findProcess(s.env, "kube-apiserver")
 		if p == nil {
@@ -71,7 +72,7 @@ func (s *stack) restartAPIServer(t *testing.T, ctx context.Context) time.Duratio
 	}
 	down := time.Now()
 	s.apiRestarts++
-	s.apiProc = startProc(t, s.t, s.env, "kube-apiserver-restart-"+strconv.Itoa(s.apiRestarts), args)
+	s.apiProc = startProc(t, s.env, "kube-apiserver-restart-"+strconv.Itoa(s.apiRestarts), args)
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var code int
@@ -81,7 +82,7 @@ func (s *stack) restartAPIServer(t *testing.T, ctx context.Context) time.Duratio
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("kube-apiserver not ready 2 minutes after its restart:\n%s", tailFile(s.apiProc.name))
+	t.Fatalf("kube-apiserver not ready 2 minutes after its restart:\n%s", s.apiProc.Tail(30))
 	return 0
 }
 
@@ -89,7 +90,7 @@ func (s *stack) restartAPIServer(t *testing.T, ctx context.Context) time.Duratio
 func (s *stack) reloadNote(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	body, _, err := get(ctx, s.direct, s.adapter.URL+"/metrics")
+	body, _, err := framework.Get(ctx, s.direct, s.adapter.URL+"/metrics")
 	if err != nil {
 		return "reload metrics: " + err.Error()
 	}
@@ -101,5 +102,3 @@ func (s *stack) reloadNote(ctx context.Context) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-func tailFile(name string) string { return "(see " + name + ".log in the environment's log dir)" }

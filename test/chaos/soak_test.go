@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/test/exporter"
+
+	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // The soak's churn: pods come and go in churnNamespace, each with its
@@ -186,7 +188,7 @@ func soakReport(dur time.Duration, rate int, period time.Duration, all window, c
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(&b, "## Soak: %v, %d req/s, %s\n\n", dur, rate, verdict)
-	fmt.Fprintf(&b, "Run %s, load average at the end %s.\n\n", time.Now().UTC().Format(time.RFC3339), loadAvg())
+	fmt.Fprintf(&b, "Run %s, load average at the end %s.\n\n", time.Now().UTC().Format(time.RFC3339), framework.LoadAvg())
 	fmt.Fprintf(&b, "Requests %d: ok %d, wrong values %d, partial %d, errors %s. Churn: %d pods created and deleted, %d metrics appeared and disappeared.\n\n",
 		all.total, all.ok, all.wrong, all.partial, all.errorText(), ch.podsMade.Load(), ch.gensMade.Load())
 	fmt.Fprintf(&b, "| | first window (%v-%v) | last window (%v-%v) | change |\n|---|---|---|---|\n",
@@ -269,17 +271,4 @@ func (c *churner) run(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// loadAvg is the 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -87,7 +86,7 @@ type stack struct {
 	direct *http.Client
 
 	// Processes the suite restarted: the current one and its argv.
-	promProc, apiProc         *proc
+	promProc, apiProc         *framework.Process
 	apiArgs                   []string
 	promRestarts, apiRestarts int
 	// rotation holds the serving certificate and client CA files the
@@ -228,25 +227,11 @@ func adminClient(kp *framework.KeyPair) (*http.Client, error) {
 	}}, nil
 }
 
-func get(ctx context.Context, hc *http.Client, url string) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return body, resp.StatusCode, err
-}
-
 // adapterGoroutines reads go_goroutines from the adapter's /metrics.
 func (s *stack) adapterGoroutines(ctx context.Context, a *framework.Adapter) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	body, code, err := get(ctx, s.direct, a.URL+"/metrics")
+	body, code, err := framework.Get(ctx, s.direct, a.URL+"/metrics")
 	if err != nil {
 		return 0, fmt.Errorf("adapter /metrics: %w", err)
 	}
@@ -265,28 +250,6 @@ func (s *stack) adapterGoroutines(ctx context.Context, a *framework.Adapter) (in
 	return 0, fmt.Errorf("adapter /metrics has no go_goroutines")
 }
 
-// rssMiB is a process's resident set (VmRSS) in MiB.
-func rssMiB(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("reading memory of %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 0 {
-				break
-			}
-			kb, err := strconv.ParseFloat(f[0], 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing VmRSS of %d: %w", pid, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-}
-
 // footprint is the adapter's RSS and goroutines at one moment.
 type footprint struct {
 	rss        float64
@@ -295,7 +258,7 @@ type footprint struct {
 
 func (s *stack) footprint(ctx context.Context, a *framework.Adapter) footprint {
 	var f footprint
-	f.rss, _ = rssMiB(a.Process.Pid())
+	f.rss, _ = framework.MemMiB(a.Process.Pid(), "VmRSS")
 	var err error
 	if f.goroutines, err = s.adapterGoroutines(ctx, a); err != nil {
 		f.goroutines = -1 // shown as "?"

@@ -365,25 +365,7 @@ type replica struct {
 // leads reports whether the replica says (on /metrics) it is the active
 // controller.
 func (r *replica) leads(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.metricsURL, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if sc.Text() == "promscaler_autoscaler_leader 1" {
-			return true
-		}
-	}
-	return false
+	return framework.AutoscalerLeads(ctx, r.metricsURL)
 }
 
 func (r *replica) signal(t *testing.T, sig syscall.Signal) {
