@@ -266,7 +266,7 @@ func faults() []fault {
 					return time.Now(), err.Error()
 				}
 				time.Sleep(fx.hold) // the load runs on with the new certificate
-				return time.Now(), fmt.Sprintf("new certificate served %v after the files changed; the row covers the hold time after it", took.Round(100*time.Millisecond))
+				return time.Now(), fmt.Sprintf("new certificate served %v after the files changed; the row covers the hold time after it", took.Round(time.Millisecond))
 			}},
 		{name: "client-ca-rotated", does: "A new CA is added to the --client-ca-file bundle, then the old one removed: a client of the new CA must be served, one of the removed CA refused (401, or 403 as the anonymous user it falls back to).",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
@@ -277,7 +277,7 @@ func faults() []fault {
 				}
 				time.Sleep(fx.hold)
 				return time.Now(), fmt.Sprintf("new CA's client served %v after it was added; old CA's client refused (401/403) %v after it was removed; the row covers the hold time after it",
-					accepted.Round(100*time.Millisecond), refused.Round(100*time.Millisecond))
+					accepted.Round(time.Millisecond), refused.Round(time.Millisecond))
 			}},
 	}...)
 }

@@ -32,15 +32,15 @@ const (
 // garbageBodies are 200 answers a broken Prometheus (or something in
 // between) might send: truncated JSON, the wrong JSON, a non-number value,
 // HTML, an empty body.
-var garbageBodies = []struct{ contentType, body string }{
-	{"application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"p-0"`},
-	{"application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"namespace":"chaos","pod":"p-0"},"value":[1700000000,"not-a-number"]}]}}`},
-	{"application/json", `{"status":"success","data":{"resultType":"matrix","result":"oops"}}`},
-	{"application/json", `[1,2,3]`},
-	{"text/html", `<html><body>502 Bad Gateway</body></html>`},
-	{"application/json", ``},
-	{"application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"namespace":"chaos","pod":"p-0"},"value":[1700000000]}]}}`},
-	{"application/json", "\x00\xff\xfe garbage \x1b[0m"},
+var garbageBodies = []struct{ name, contentType, body string }{
+	{"truncated JSON", "application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"p-0"`},
+	{"a value that is not a number", "application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"namespace":"chaos","pod":"p-0"},"value":[1700000000,"not-a-number"]}]}}`},
+	{"a result of the wrong type", "application/json", `{"status":"success","data":{"resultType":"matrix","result":"oops"}}`},
+	{"a JSON array", "application/json", `[1,2,3]`},
+	{"HTML", "text/html", `<html><body>502 Bad Gateway</body></html>`},
+	{"an empty body", "application/json", ``},
+	{"a sample without its value", "application/json", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"namespace":"chaos","pod":"p-0"},"value":[1700000000]}]}}`},
+	{"binary", "application/json", "\x00\xff\xfe garbage \x1b[0m"},
 }
 
 // faultProxy sits between the adapter and Prometheus.
@@ -114,19 +114,13 @@ func (s *stack) garbageByKind(ctx context.Context) string {
 		for _, k := range []kind{kindCustom, kindExternal} {
 			r := s.ask(ctx, k)
 			if r.status == http.StatusOK && r.wrong {
-				out = append(out, fmt.Sprintf("body %d %q -> 200 with a wrong value (%s metric: %s)", i, truncate(g.body, 60), k, truncate(r.body, 160)))
+				out = append(out, fmt.Sprintf("%s (`%s`) -> 200 with a wrong value (%s metric; answer logged)", g.name, g.body, k))
+				s.t.Logf("garbage body %q: %s metric answered 200: %s", g.body, k, r.body)
 			}
 		}
 	}
 	if len(out) == 0 {
 		return "every garbage body, asked one by one, answered without a wrong value"
 	}
-	return strings.Join(out, "; ")
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
+	return "bodies giving a wrong value, asked one by one: " + strings.Join(out, "; ")
 }
