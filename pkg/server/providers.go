@@ -11,13 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
@@ -98,6 +101,11 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			return nil, err
 		}
 	}
+	rulesIn := teamrules.NewCombiner(rules, disc.SetRules)
+	team, err := teamRules(deps, restConfig, mapper, rulesIn)
+	if err != nil {
+		return nil, err
+	}
 	readiness := disc.Checker()
 	providers := &Providers{
 		Custom:   p,
@@ -107,6 +115,9 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			var wg sync.WaitGroup
 			wg.Go(func() { objects.Run(ctx) })
 			wg.Go(func() { disc.Run(ctx) })
+			if team != nil {
+				wg.Go(func() { team.Run(ctx) })
+			}
 			if resources != nil {
 				wg.Go(func() { resources.Run(ctx) })
 			}
@@ -117,7 +128,9 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			if err != nil {
 				return err
 			}
-			disc.SetRules(rs)
+			if err := rulesIn.SetBase(rs); err != nil {
+				return err
+			}
 			if rs.ResourceRules() != nil && resources == nil {
 				klog.InfoS("The new configuration has resourceRules, but metrics.k8s.io is installed only when the startup configuration has them: restart the adapter to serve it")
 			}
@@ -128,6 +141,19 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		providers.InstallResourceMetrics = resources.Install
 	}
 	return providers, nil
+}
+
+// teamRules builds the team rules watcher when deps ask for it, else
+// returns nil.
+func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMapper, sink teamrules.Sink) (*teamrules.Watcher, error) {
+	if deps.TeamRules == nil {
+		return nil, nil
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client for team rules: %w", err)
+	}
+	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper, Sink: sink, Metrics: deps.Metrics})
 }
 
 // compileRules compiles the rules files, in order, logging their warnings.

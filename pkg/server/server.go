@@ -36,6 +36,7 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/internal/servertiming"
+	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -81,6 +82,8 @@ type ProviderDeps struct {
 	MaxAge         time.Duration
 	// DiscoveryStrategy is how discovery asks Prometheus.
 	DiscoveryStrategy discovery.Strategy
+	// TeamRules, when set, serves the team rules ConfigMaps (teamrules).
+	TeamRules *teamrules.Options
 }
 
 // ProvidersFactory builds the providers for a server.
@@ -129,6 +132,9 @@ type Config struct {
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
 	ClientCertCacheTTL time.Duration
+	// TeamRules, when set, also serves the rules of the team rules
+	// ConfigMaps, each confined to its namespace (--team-rules).
+	TeamRules *teamrules.Options
 
 	// NewProviders builds the metrics providers; nil means DefaultProviders.
 	// Tests replace it with fakes.
@@ -219,6 +225,7 @@ func (c *Config) Complete() (*Server, error) {
 		RelistInterval:    c.RelistInterval,
 		MaxAge:            c.maxAge(),
 		DiscoveryStrategy: c.DiscoveryStrategy,
+		TeamRules:         c.TeamRules,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)

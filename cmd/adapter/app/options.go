@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/validation"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
@@ -15,10 +16,12 @@ import (
 
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/server"
+	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
 // serverName names the API server in logs and its OpenAPI document.
@@ -61,6 +64,15 @@ type ServerOptions struct {
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
 	ClientCertCacheTTL time.Duration
+	// TeamRules serves the rules of ConfigMaps labelled
+	// promscaler.io/rules=true, each confined to its namespace.
+	TeamRules bool
+	// TeamRulesNamespaces limits TeamRules to these namespaces (all when
+	// empty).
+	TeamRulesNamespaces []string
+	// TeamRulesNamespaceLabel is the series label every selector of a
+	// team's queries is confined on.
+	TeamRulesNamespaceLabel string
 
 	// flags is the flag set AddFlags registered on: klog's and
 	// component-base's logging flags keep their values there.
@@ -81,6 +93,8 @@ func NewServerOptions() *ServerOptions {
 		DiscoveryStrategy:    discovery.StrategyLabels.String(),
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
+
+		TeamRulesNamespaceLabel: tenancy.DefaultLabel,
 	}
 }
 
@@ -112,6 +126,14 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
 		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
 			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
+
+	fs.BoolVar(&o.TeamRules, "team-rules", o.TeamRules,
+		"Also serve the rules of ConfigMaps labelled "+teamrules.Selector+" (each .yaml data key a rules file), each confined to its namespace: "+
+			"its metrics are served for that namespace only and every query it renders selects that namespace's series only. Needs list/watch on ConfigMaps and create on events.")
+	fs.StringSliceVar(&o.TeamRulesNamespaces, "team-rules-namespaces", o.TeamRulesNamespaces,
+		"With --team-rules, the namespaces whose ConfigMaps are watched (comma-separated; default all).")
+	fs.StringVar(&o.TeamRulesNamespaceLabel, "team-rules-namespace-label", o.TeamRulesNamespaceLabel,
+		"With --team-rules, the series label holding the namespace: every selector of a team's queries gets label=\"<its namespace>\", and its rules must map this label to namespaces.")
 
 	// --gc-heap-floor set a floor under the garbage collector's heap goal
 	// (128 MiB by default), which cost more memory than it saved CPU; the
@@ -161,6 +183,7 @@ func (o *ServerOptions) Validate() []error {
 	if o.ClientCertCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("--client-cert-verify-cache-ttl %v: must not be negative (0 verifies on every request)", o.ClientCertCacheTTL))
 	}
+	errs = append(errs, o.validateTeamRules()...)
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
 	}
@@ -210,5 +233,30 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		MaxAge:               o.MaxAge,
 		DiscoveryStrategy:    strategy,
 		ClientCertCacheTTL:   o.ClientCertCacheTTL,
+		TeamRules:            o.teamRules(),
 	}, nil
+}
+
+func (o *ServerOptions) validateTeamRules() []error {
+	var errs []error
+	if !o.TeamRules && len(o.TeamRulesNamespaces) > 0 {
+		errs = append(errs, fmt.Errorf("--team-rules-namespaces: needs --team-rules"))
+	}
+	if _, err := tenancy.New(o.TeamRulesNamespaceLabel, "probe"); err != nil {
+		errs = append(errs, fmt.Errorf("--team-rules-namespace-label: %w", err))
+	}
+	for _, ns := range o.TeamRulesNamespaces {
+		for _, msg := range validation.ValidateNamespaceName(ns, false) {
+			errs = append(errs, fmt.Errorf("--team-rules-namespaces: %q: %s", ns, msg))
+		}
+	}
+	return errs
+}
+
+// teamRules is the team rules configuration, nil when off.
+func (o *ServerOptions) teamRules() *teamrules.Options {
+	if !o.TeamRules {
+		return nil
+	}
+	return &teamrules.Options{Namespaces: o.TeamRulesNamespaces, NamespaceLabel: o.TeamRulesNamespaceLabel}
 }

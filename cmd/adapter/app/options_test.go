@@ -81,6 +81,15 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{"--config: required"},
 		},
 		{
+			name: "team rules in two namespaces",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-namespaces=team-a,team-b", "--team-rules-namespace-label=kubernetes_namespace"},
+		},
+		{
+			name: "team rules flags wrong",
+			args: []string{"--config=" + rulesFile, "--team-rules-namespaces=team-a,Team_B", "--team-rules-namespace-label=__name__"},
+			want: []string{"--team-rules-namespaces: needs --team-rules", "--team-rules-namespace-label", `--team-rules-namespaces: "Team_B"`},
+		},
+		{
 			name: "config does not exist",
 			args: []string{"--config=" + filepath.Join(dir, "nope.yaml")},
 			want: []string{"--config: stat"},

@@ -1,0 +1,325 @@
+// Package teamrules serves rules that teams keep in their own namespace:
+// ConfigMaps carrying the label promscaler.io/rules=true, each data key
+// ending in .yaml (or .yml) a rules file in prometheus-adapter's format.
+// Each ConfigMap is a configuration source of its own, compiled confined to
+// its namespace (naming.RuleSet.ConfineTo): its metrics are served for
+// that namespace only and every query rendered from it carries that
+// namespace's matcher on every selector. A ConfigMap that does not load
+// keeps its last good rules in service, gets a Warning event, is logged and
+// counted with the configuration reload metrics, and never affects the
+// other sources.
+package teamrules
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/tenancy"
+)
+
+// Label marks a ConfigMap holding team rules; its value must be "true".
+const Label = "promscaler.io/rules"
+
+// Selector selects the ConfigMaps holding team rules.
+const Selector = Label + "=true"
+
+// Event reasons on a team rules ConfigMap.
+const (
+	ReasonLoaded   = "RulesLoaded"
+	ReasonRejected = "RulesRejected"
+)
+
+// maxEventMessage bounds an event's message (the API server refuses
+// longer notes of events.k8s.io; core events are kept as short).
+const maxEventMessage = 1024
+
+// Options select the team rules: where they are watched and which label
+// confines their queries.
+type Options struct {
+	// Namespaces are the namespaces watched; empty means all.
+	Namespaces []string
+	// NamespaceLabel is the series label carrying the namespace, put on
+	// every selector of a team's queries; "" means tenancy.DefaultLabel.
+	NamespaceLabel string
+}
+
+// Sink receives each ConfigMap's rules: SetTeam installs a new rule set
+// for the ConfigMap key ("namespace/name"), or removes it (nil), and
+// returns an error, changing nothing, when it cannot be served with the
+// other sources.
+type Sink interface {
+	SetTeam(key string, rs *naming.RuleSet) error
+}
+
+// Config configures a Watcher.
+type Config struct {
+	Options
+	// Client reads the ConfigMaps and writes the events.
+	Client kubernetes.Interface
+	// Mapper resolves the rules' resources.
+	Mapper meta.RESTMapper
+	// Sink receives the rules.
+	Sink Sink
+	// Metrics receives the reload counters. Required.
+	Metrics *metrics.Metrics
+	// Recorder records the events; nil means one writing through Client.
+	Recorder record.EventRecorder
+	// Clock stamps successful loads; nil means the real clock.
+	Clock clock.PassiveClock
+}
+
+// state is what the watcher knows of one ConfigMap.
+type state struct {
+	inService [sha256.Size]byte // data of the rules in service
+	serving   bool
+	rejected  [sha256.Size]byte // last data refused
+	hasRej    bool
+}
+
+// Watcher watches the team rules ConfigMaps and hands their rules to the
+// Sink.
+type Watcher struct {
+	opts     Options
+	client   kubernetes.Interface
+	mapper   meta.RESTMapper
+	sink     Sink
+	metrics  *metrics.Metrics
+	rejected *prometheus.GaugeVec
+	recorder record.EventRecorder
+	bcast    record.EventBroadcaster
+	clock    clock.PassiveClock
+
+	mu     sync.Mutex
+	states map[string]*state
+}
+
+// New returns a Watcher for cfg; Run starts it.
+func New(cfg Config) (*Watcher, error) {
+	if cfg.Client == nil || cfg.Mapper == nil || cfg.Sink == nil || cfg.Metrics == nil {
+		return nil, errors.New("team rules: client, mapper, sink and metrics are required")
+	}
+	if cfg.NamespaceLabel == "" {
+		cfg.NamespaceLabel = tenancy.DefaultLabel
+	}
+	if _, err := tenancy.New(cfg.NamespaceLabel, "probe"); err != nil {
+		return nil, fmt.Errorf("team rules: %w", err)
+	}
+	g, err := reload.RejectedGauge(cfg.Metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		opts: cfg.Options, client: cfg.Client, mapper: cfg.Mapper, sink: cfg.Sink,
+		metrics: cfg.Metrics, rejected: g, recorder: cfg.Recorder, clock: cfg.Clock,
+		states: map[string]*state{},
+	}
+	w.opts.Namespaces = slices.Clone(cfg.Namespaces)
+	if w.clock == nil {
+		w.clock = clock.RealClock{}
+	}
+	if w.recorder == nil {
+		w.bcast = record.NewBroadcaster(record.WithContext(context.Background()))
+		w.recorder = w.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "promscaler-adapter"})
+	}
+	return w, nil
+}
+
+// Run watches the ConfigMaps until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	if w.bcast != nil {
+		w.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.client.CoreV1().Events("")})
+		defer w.bcast.Shutdown()
+	}
+	namespaces := w.opts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var factories []informers.SharedInformerFactory
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector }))
+		inf := f.Core().V1().ConfigMaps().Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.onChange(obj) },
+			UpdateFunc: func(_, obj any) { w.onChange(obj) },
+			DeleteFunc: w.onDelete,
+		}); err != nil {
+			klog.ErrorS(err, "Team rules: adding the ConfigMap handler", "namespace", ns)
+			return
+		}
+		factories = append(factories, f)
+	}
+	klog.InfoS("Watching team rules ConfigMaps", "selector", Selector, "namespaces", w.opts.Namespaces, "namespaceLabel", w.opts.NamespaceLabel)
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range factories {
+		f.WaitForCacheSync(ctx.Done())
+	}
+	<-ctx.Done()
+	for _, f := range factories {
+		f.Shutdown()
+	}
+}
+
+func (w *Watcher) onChange(obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return
+	}
+	w.Apply(cm)
+}
+
+func (w *Watcher) onDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return
+	}
+	w.Remove(cm.Namespace + "/" + cm.Name)
+}
+
+// Apply loads a ConfigMap's rules and hands them to the sink, unless its
+// rules data is what is already in service or was already refused. A
+// ConfigMap that does not load keeps its previous rules in service.
+func (w *Watcher) Apply(cm *corev1.ConfigMap) {
+	key := cm.Namespace + "/" + cm.Name
+	sum := dataSum(cm)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.states[key]
+	if st == nil {
+		st = &state{}
+		w.states[key] = st
+	}
+	if (st.serving && sum == st.inService) || (st.hasRej && sum == st.rejected) {
+		return
+	}
+	rs, warnings, err := Load(cm, w.mapper, w.opts.NamespaceLabel)
+	if err == nil {
+		err = w.sink.SetTeam(key, rs)
+	}
+	if err != nil {
+		st.rejected, st.hasRej = sum, true
+		kept := "no previous version is in service"
+		if st.serving {
+			kept = "its previous version stays in service"
+		}
+		err = fmt.Errorf("team rules ConfigMap %s rejected, %s: %w", key, kept, err)
+		w.rejected.WithLabelValues(sourceName(key)).Set(1)
+		w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeFailure).Inc()
+		klog.ErrorS(err, "Team rules rejected", "configmap", klog.KObj(cm))
+		w.recorder.Event(cm, corev1.EventTypeWarning, ReasonRejected, truncate(err.Error()))
+		return
+	}
+	st.inService, st.serving, st.hasRej = sum, true, false
+	w.rejected.WithLabelValues(sourceName(key)).Set(0)
+	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeSuccess).Inc()
+	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
+	for _, warn := range warnings {
+		klog.InfoS("Team rules warning", "configmap", klog.KObj(cm), "warning", warn)
+	}
+	msg := fmt.Sprintf("%d custom and %d external rules serve namespace %s", len(rs.CustomRules()), len(rs.ExternalRules()), cm.Namespace)
+	klog.InfoS("Team rules loaded", "configmap", klog.KObj(cm), "custom", len(rs.CustomRules()), "external", len(rs.ExternalRules()))
+	w.recorder.Event(cm, corev1.EventTypeNormal, ReasonLoaded, msg)
+}
+
+// Remove takes a deleted (or unlabelled) ConfigMap's rules out of service.
+func (w *Watcher) Remove(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.states[key]
+	if !ok {
+		return
+	}
+	if st.serving {
+		if err := w.sink.SetTeam(key, nil); err != nil {
+			klog.ErrorS(err, "Team rules: removing a ConfigMap's rules", "configmap", key)
+			return
+		}
+		klog.InfoS("Team rules removed", "configmap", key)
+	}
+	delete(w.states, key)
+	w.rejected.DeleteLabelValues(sourceName(key))
+}
+
+// sourceName names a ConfigMap in logs, rule paths and the file label of
+// promscaler_config_file_rejected.
+func sourceName(key string) string { return "configmap/" + key }
+
+// Load compiles a ConfigMap's rules, confined to its namespace: each data
+// key ending in .yaml or .yml is a rules file (parsed strictly: a query
+// Prometheus would reject is an error), named
+// configmap/<namespace>/<name>/<key> in errors and rule paths; the files'
+// rules are merged in key order.
+func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string) (*naming.RuleSet, []string, error) {
+	prefix := sourceName(cm.Namespace + "/" + cm.Name)
+	var files []reload.File
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		if strings.HasSuffix(k, ".yaml") || strings.HasSuffix(k, ".yml") {
+			files = append(files, reload.File{Path: prefix + "/" + k, Data: []byte(cm.Data[k])})
+		}
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("%s: no data key ending in .yaml or .yml", prefix)
+	}
+	e, err := tenancy.New(namespaceLabel, cm.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	rules, err := reload.Load(files, mapper, reload.Strict(true, ""))
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := rules.Set.ConfineTo(e)
+	if err != nil {
+		if len(files) == 1 {
+			err = fmt.Errorf("%s: %w", files[0].Path, err)
+		}
+		return nil, nil, err
+	}
+	return rs, rules.Warnings, nil
+}
+
+// dataSum hashes the ConfigMap's data keys and values.
+func dataSum(cm *corev1.ConfigMap) [sha256.Size]byte {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(cm.Data[k]), cm.Data[k])
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func truncate(s string) string {
+	if len(s) <= maxEventMessage {
+		return s
+	}
+	return s[:maxEventMessage-3] + "..."
+}

@@ -1,0 +1,199 @@
+package teamrules
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/promscaler/promscaler/internal/kubemapper"
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/naming"
+)
+
+const goodRules = `rules:
+- seriesQuery: '{__name__=~"^http_requests_total$"}'
+  resources: {template: <<.Resource>>}
+  name:
+    matches: ^(.*)_total$
+    as: ${1}_per_second
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)
+`
+
+const otherNamespaceRules = `rules:
+- seriesQuery: '{__name__=~"^http_requests_total$"}'
+  resources: {template: <<.Resource>>}
+  metricsQuery: sum(secret_total{namespace="b"}) by (<<.GroupBy>>)
+`
+
+func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{Label: "true"}},
+		Data:       data,
+	}
+}
+
+// published records what the combiner publishes.
+type published struct {
+	mu   sync.Mutex
+	sets []*naming.RuleSet
+}
+
+func (p *published) publish(rs *naming.RuleSet) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sets = append(p.sets, rs)
+}
+
+// last returns, for the last published set, each custom rule's path and
+// tenant.
+func (p *published) last() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sets) == 0 {
+		return nil
+	}
+	var out []string
+	for _, r := range p.sets[len(p.sets)-1].CustomRules() {
+		out = append(out, r.Path()+" tenant="+r.Tenant())
+	}
+	return out
+}
+
+func baseRules(t *testing.T) *naming.RuleSet {
+	t.Helper()
+	cfg, err := config.Parse([]byte(goodRules), "/etc/adapter/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := naming.Compile(cfg, kubemapper.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func newTestWatcher(t *testing.T, opts Options) (*Watcher, *published, *record.FakeRecorder, *metrics.Metrics) {
+	t.Helper()
+	pub := &published{}
+	rec := record.NewFakeRecorder(100)
+	m := metrics.New()
+	w, err := New(Config{Options: opts, Client: fake.NewClientset(), Mapper: kubemapper.New(),
+		Sink: NewCombiner(baseRules(t), pub.publish), Metrics: m, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, pub, rec, m
+}
+
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// A bad ConfigMap gets a Warning event naming the place and keeps its last
+// good rules; the other sources are unaffected; the same bad content is
+// reported once.
+func TestApplyKeepsLastGoodRules(t *testing.T) {
+	w, pub, rec, m := newTestWatcher(t, Options{})
+	const base = "/etc/adapter/config.yaml:rules[0] tenant="
+	const teamA = "configmap/a/rules/rules.yaml:rules[0] tenant=a"
+	const teamB = "configmap/b/rules/rules.yaml:rules[0] tenant=b"
+
+	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": goodRules}))
+	if diff := cmp.Diff([]string{teamA, base}, pub.last()); diff != "" {
+		t.Fatalf("after a's rules (-want +got):\n%s", diff)
+	}
+	if ev := events(rec); len(ev) != 1 || !strings.HasPrefix(ev[0], "Normal RulesLoaded 1 custom and 0 external rules serve namespace a") {
+		t.Errorf("events %q", ev)
+	}
+
+	n := len(pub.sets)
+	for range 2 {
+		w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": otherNamespaceRules}))
+	}
+	if len(pub.sets) != n {
+		t.Errorf("a rejected ConfigMap published rules")
+	}
+	ev := events(rec)
+	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning RulesRejected team rules ConfigMap a/rules rejected, its previous version stays in service: configmap/a/rules/rules.yaml: rules[0].metricsQuery") ||
+		!strings.Contains(ev[0], "query cannot be confined") {
+		t.Errorf("events after the bad version %q", ev)
+	}
+	if got := testutil.ToFloat64(w.rejected.WithLabelValues("configmap/a/rules")); got != 1 {
+		t.Errorf("config_file_rejected = %v, want 1", got)
+	}
+
+	w.Apply(configMap("b", "rules", map[string]string{"rules.yaml": goodRules}))
+	if diff := cmp.Diff([]string{teamA, teamB, base}, pub.last()); diff != "" {
+		t.Errorf("after b's rules, a's last good kept (-want +got):\n%s", diff)
+	}
+	w.Apply(configMap("c", "broken", map[string]string{"x.yaml": "rules:\n- seriesQuery: [\n", "notes.txt": "ignored"}))
+	if ev := events(rec); len(ev) != 2 || !strings.Contains(ev[1], "no previous version is in service: configmap/c/broken/x.yaml:2") {
+		t.Errorf("events after the broken ConfigMap %q", ev)
+	}
+	w.Apply(configMap("c", "empty", map[string]string{"notes.txt": "rules: []"}))
+	if ev := events(rec); len(ev) != 1 || !strings.Contains(ev[0], "no data key ending in .yaml or .yml") {
+		t.Errorf("events after the ConfigMap without rules %q", ev)
+	}
+
+	w.Remove("a/rules")
+	if diff := cmp.Diff([]string{teamB, base}, pub.last()); diff != "" {
+		t.Errorf("after a's removal (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(m.ConfigReloads.WithLabelValues(metrics.OutcomeFailure)); got != 3 {
+		t.Errorf("failed reloads = %v, want 3", got)
+	}
+}
+
+// Run watches labelled ConfigMaps only, in the listed namespaces only.
+func TestRunWatchesLabelledConfigMaps(t *testing.T) {
+	pub := &published{}
+	client := fake.NewClientset(
+		configMap("a", "rules", map[string]string{"rules.yaml": goodRules}),
+		configMap("b", "rules", map[string]string{"rules.yaml": goodRules}),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "plain"}, Data: map[string]string{"rules.yaml": goodRules}},
+	)
+	w, err := New(Config{Options: Options{Namespaces: []string{"a"}}, Client: client, Mapper: kubemapper.New(),
+		Sink: NewCombiner(baseRules(t), pub.publish), Metrics: metrics.New(), Recorder: record.NewFakeRecorder(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	want := []string{"configmap/a/rules/rules.yaml:rules[0] tenant=a", "/etc/adapter/config.yaml:rules[0] tenant="}
+	deadline := time.Now().Add(10 * time.Second)
+	for !cmp.Equal(want, pub.last()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("published %v, want %v", pub.last(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := client.CoreV1().ConfigMaps("a").Delete(ctx, "rules", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for !cmp.Equal([]string{"rules[0] tenant="}, pub.last()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the deletion published %v", pub.last())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
