@@ -21,34 +21,25 @@ import (
 // installMetricsAPIs installs custom.metrics.k8s.io (v1beta2 and v1beta1)
 // and external.metrics.k8s.io (v1beta1) on s, as the library's
 // InstallCustomMetricsAPI and InstallExternalMetricsAPI do (same handlers,
-// storage, discovery and OpenAPI routes; custom metrics listed by
-// customMetricsREST), except that the groups' serializer
-// is wrapped by wrap: apiencode.NewNegotiatedSerializer writes the metric
-// lists as JSON directly instead of through reflection, every other answer
-// and media type being the library's. A nil wrap keeps the library's.
-func installMetricsAPIs(s *genericapiserver.GenericAPIServer, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider) error {
-	if wrap == nil {
-		wrap = func(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer { return ns }
-	}
-	if err := installCustomMetricsAPI(s, wrap, custom); err != nil {
+// storage, serializer, discovery and OpenAPI routes), except that custom
+// metrics are listed by customMetricsREST.
+func installMetricsAPIs(s *genericapiserver.GenericAPIServer, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider) error {
+	if err := installCustomMetricsAPI(s, custom); err != nil {
 		return fmt.Errorf("installing custom.metrics.k8s.io: %w", err)
 	}
-	if err := installExternalMetricsAPI(s, wrap, external); err != nil {
+	if err := installExternalMetricsAPI(s, external); err != nil {
 		return fmt.Errorf("installing external.metrics.k8s.io: %w", err)
 	}
 	return nil
 }
 
-// metricsGroupInfo is the library's API group info for group, with its
-// serializer wrapped.
-func metricsGroupInfo(group string, parameterCodec runtime.ParameterCodec, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer) genericapiserver.APIGroupInfo {
-	info := genericapiserver.NewDefaultAPIGroupInfo(group, cmapiserver.Scheme, parameterCodec, cmapiserver.Codecs)
-	info.NegotiatedSerializer = wrap(info.NegotiatedSerializer)
-	return info
+// metricsGroupInfo is the library's API group info for group.
+func metricsGroupInfo(group string, parameterCodec runtime.ParameterCodec) genericapiserver.APIGroupInfo {
+	return genericapiserver.NewDefaultAPIGroupInfo(group, cmapiserver.Scheme, parameterCodec, cmapiserver.Codecs)
 }
 
-func installCustomMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer, p cmprovider.CustomMetricsProvider) error {
-	info := metricsGroupInfo(custom_metrics.GroupName, runtime.NewParameterCodec(cmapiserver.Scheme), wrap)
+func installCustomMetricsAPI(s *genericapiserver.GenericAPIServer, p cmprovider.CustomMetricsProvider) error {
+	info := metricsGroupInfo(custom_metrics.GroupName, runtime.NewParameterCodec(cmapiserver.Scheme))
 	container := s.Handler.GoRestfulContainer
 	for i, gv := range info.PrioritizedVersions {
 		api := &cminstaller.MetricsAPIGroupVersion{
@@ -71,8 +62,8 @@ func installCustomMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(run
 	return nil
 }
 
-func installExternalMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer, p cmprovider.ExternalMetricsProvider) error {
-	info := metricsGroupInfo(external_metrics.GroupName, metav1.ParameterCodec, wrap)
+func installExternalMetricsAPI(s *genericapiserver.GenericAPIServer, p cmprovider.ExternalMetricsProvider) error {
+	info := metricsGroupInfo(external_metrics.GroupName, metav1.ParameterCodec)
 	gv := info.PrioritizedVersions[0]
 	api := &cminstaller.MetricsAPIGroupVersion{
 		DynamicStorage:  emstorage.NewREST(p),

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -30,7 +29,6 @@ import (
 	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -143,14 +141,9 @@ type Config struct {
 	// a new one.
 	Metrics *metrics.Metrics
 
-	// MetricsSerializer wraps the metrics groups' negotiated serializer
-	// (apiencode.NewNegotiatedSerializer: the metric lists are written as
-	// JSON directly); nil means that one.
-	MetricsSerializer func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer
-
 	// libraryMetricsAPIs installs the metrics groups with the library's own
-	// installer and serializer instead: the reference the tests compare the
-	// served answers against.
+	// installer instead: the reference the tests compare the served answers
+	// against.
 	libraryMetricsAPIs bool
 }
 
@@ -206,10 +199,6 @@ func (c *Config) Complete() (*Server, error) {
 	if newProviders == nil {
 		newProviders = DefaultProviders
 	}
-	serializer := c.MetricsSerializer
-	if serializer == nil {
-		serializer = apiencode.NewNegotiatedSerializer
-	}
 	// A "now" query may take the identical query's answer that landed after
 	// its request reached the server, as stamped by the outermost handler
 	// (stampArrival).
@@ -264,14 +253,14 @@ func (c *Config) Complete() (*Server, error) {
 		libCustom, libExternal = custom, external
 	}
 	// Without providers New installs neither metrics group: they are
-	// installed below, with the direct JSON list encoder.
+	// installed below, with customMetricsREST.
 	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, libCustom, libExternal)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	gs := apiServer.GenericAPIServer
 	if !c.libraryMetricsAPIs {
-		if err := installMetricsAPIs(gs, serializer, custom, external); err != nil {
+		if err := installMetricsAPIs(gs, custom, external); err != nil {
 			return nil, err
 		}
 	}
