@@ -18,7 +18,6 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
@@ -183,10 +182,8 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	}
 	def := sampleValue{value: q, ts: p.now()}
 	// Filled in place: appending built values copies each (with write
-	// barriers while the GC runs). From the request's item pool when the
-	// server set one up (itempool): the slice is reused once the answer is
-	// written.
-	list.Items = itempool.MetricValues(ctx, len(names))
+	// barriers while the GC runs).
+	list.Items = make([]custom_metrics.MetricValue, len(names))
 	k := 0
 	for i, n := range names {
 		s, ok := sampleValueOf(values[i])

@@ -30,7 +30,6 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/itempool"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/internal/servertiming"
@@ -242,9 +241,9 @@ func (c *Config) Complete() (*Server, error) {
 	// library's 500 naming its address (authz.go).
 	recordAuthorizationFailures(gc)
 	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		// Innermost, next to the API handler: the item slices' scope and
-		// the Prometheus wait announced in Server-Timing.
-		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(withItemPool(h)), gc)
+		// Innermost, next to the API handler: the Prometheus wait
+		// announced in Server-Timing.
+		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(h), gc)
 		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
 	}
 	var libCustom cmprovider.CustomMetricsProvider
@@ -336,20 +335,6 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("running the API server: %w", err)
 	}
 	return nil
-}
-
-// withItemPool gives each request a scope for the item slices of its
-// answer (itempool) and releases them once next, the API handler innermost
-// in the chain, has returned: the answer has then been encoded and written.
-// It runs below the timeout filter, in the goroutine that filter starts, so
-// a request answered with a timeout keeps its slices until its handler
-// really finishes.
-func withItemPool(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, release := itempool.WithScope(r.Context())
-		next.ServeHTTP(w, r.WithContext(ctx))
-		release()
-	})
 }
 
 func logConfigWarnings(warnings []string) {
