@@ -139,11 +139,6 @@ type Config struct {
 	// Metrics is the adapter's own registry, served on /metrics; nil means
 	// a new one.
 	Metrics *metrics.Metrics
-
-	// libraryMetricsAPIs installs the metrics groups with the library's own
-	// installer instead: the reference the tests compare the served answers
-	// against.
-	libraryMetricsAPIs bool
 }
 
 // maxAge is the effective discovery look-back.
@@ -246,23 +241,11 @@ func (c *Config) Complete() (*Server, error) {
 		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(h), gc)
 		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
 	}
-	var libCustom cmprovider.CustomMetricsProvider
-	var libExternal cmprovider.ExternalMetricsProvider
-	if c.libraryMetricsAPIs {
-		libCustom, libExternal = custom, external
-	}
-	// Without providers New installs neither metrics group: they are
-	// installed below, with customMetricsREST.
-	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, libCustom, libExternal)
+	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, custom, external)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	gs := apiServer.GenericAPIServer
-	if !c.libraryMetricsAPIs {
-		if err := installMetricsAPIs(gs, custom, external); err != nil {
-			return nil, err
-		}
-	}
 	// The generic server registers its request metrics only when it serves
 	// /metrics itself; register them for the merged /metrics below.
 	apimetrics.Register()
