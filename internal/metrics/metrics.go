@@ -89,7 +89,9 @@ type Metrics struct {
 	DiscoveryRuns *prometheus.CounterVec
 	// DiscoveryRefreshes counts the passes asked for by requests naming a
 	// metric the index lacks (discovery.Discoverer.Refresh), before
-	// coalescing. promscaler_discovery_refreshes_total.
+	// coalescing, and by listings of every metric
+	// (discovery.Discoverer.RefreshList), once per pass they ask for.
+	// promscaler_discovery_refreshes_total.
 	DiscoveryRefreshes prometheus.Counter
 	// DiscoveryLastSuccess is the Unix time of the last pass in which every
 	// rule succeeded.
@@ -160,7 +162,7 @@ func New() *Metrics {
 		}, []string{"outcome"}),
 		DiscoveryRefreshes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "refreshes_total",
-			Help: "Discovery passes asked for by requests naming a metric the index lacks (calls sharing one pass count once each).",
+			Help: "Discovery passes asked for by requests naming a metric the index lacks (calls sharing one pass count once each) and by listings of every metric (once per pass).",
 		}),
 		DiscoveryLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "last_success_timestamp_seconds",

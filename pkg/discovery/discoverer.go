@@ -200,10 +200,12 @@ type Discoverer struct {
 
 	nameSlots chan struct{} // bounds the labels strategy's per-name work
 
-	// Refresh state (see Refresh), under refreshMu.
+	// Refresh state (see Refresh and RefreshList), under refreshMu.
 	refreshMu sync.Mutex
 	waiting   chan struct{}         // closed when the next pass publishes
 	misses    map[string]*missState // per lookup key
+	passStart time.Time             // start of the latest pass Run began
+	passDone  chan struct{}         // closed when that pass has published
 }
 
 // missState is the backoff of one lookup key that asked for a refresh.
@@ -220,6 +222,9 @@ const (
 	// refreshGap is the shortest time between the starts of two passes
 	// when the second one is asked for by Refresh.
 	refreshGap = time.Second
+	// listMaxAge is how old the latest pass may be when every metric is
+	// listed (see RefreshList) before the listing asks for a new one.
+	listMaxAge = 5 * time.Second
 )
 
 // fetchResult is one seriesQuery's answer.
@@ -394,6 +399,49 @@ func (d *Discoverer) Refresh(ctx context.Context, key string) bool {
 	}
 }
 
+// RefreshList is called before every metric is listed (the API's
+// discovery documents: `kubectl get --raw
+// /apis/custom.metrics.k8s.io/v1beta1`, the aggregator's poll), so that a
+// listing shows the series that appeared since the last relist even when
+// no request has named them yet. When the latest pass started more than 5 s
+// ago it asks for a pass, shared with waiting Refresh calls, and waits for
+// it; when the latest pass started within 5 s and has not published yet it
+// waits for that one; otherwise it returns false at once. Listings thus
+// cost at most one pass per 5 s, whatever their number, and a listing shows
+// every series that appeared 5 s or more before it. It returns true when a
+// pass it waited for has published, false when ctx ends first. It needs
+// Run.
+func (d *Discoverer) RefreshList(ctx context.Context) bool {
+	now := d.clock.Now()
+	d.refreshMu.Lock()
+	ch := d.passDone
+	if ch == nil || now.Sub(d.passStart) > listMaxAge {
+		first := d.waiting == nil
+		if first {
+			d.waiting = make(chan struct{})
+		}
+		ch = d.waiting
+		d.refreshMu.Unlock()
+		if first { // listings joining a pass already asked for count once
+			d.metrics.DiscoveryRefreshes.Inc()
+		}
+		d.kick()
+	} else {
+		d.refreshMu.Unlock()
+		select {
+		case <-ch:
+			return false // fresh enough
+		default:
+		}
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // forgetMisses drops the keys idle for two intervals (refreshMu held).
 func (d *Discoverer) forgetMisses(now time.Time) {
 	for k, m := range d.misses {
@@ -403,13 +451,18 @@ func (d *Discoverer) forgetMisses(now time.Time) {
 	}
 }
 
-// takeWaiting returns the channel of the Refresh calls the next pass
-// serves (nil when none waits); later calls get a new one.
-func (d *Discoverer) takeWaiting() chan struct{} {
+// beginPass records a pass starting at start and returns the channel to
+// close when it has published: the one the waiting Refresh calls hold, if
+// any; later calls get a new one.
+func (d *Discoverer) beginPass(start time.Time) chan struct{} {
 	d.refreshMu.Lock()
 	defer d.refreshMu.Unlock()
 	ch := d.waiting
+	if ch == nil {
+		ch = make(chan struct{})
+	}
 	d.waiting = nil
+	d.passStart, d.passDone = start, ch
 	return ch
 }
 
@@ -428,11 +481,9 @@ func (d *Discoverer) Run(ctx context.Context) {
 	retry := time.Second
 	for {
 		start := d.clock.Now()
-		waiting := d.takeWaiting()
+		done := d.beginPass(start)
 		_ = d.RunOnce(ctx)
-		if waiting != nil {
-			close(waiting)
-		}
+		close(done)
 		var retryC <-chan time.Time
 		if !d.Ready() {
 			retryC = d.clock.After(retry)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	testingclock "k8s.io/utils/clock/testing"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -142,6 +145,11 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 		t.Fatal(err)
 	}
 	return &setup{fake: fake, disc: d, metrics: m, clock: clk}
+}
+
+// passes returns the number of successful passes so far.
+func (s *setup) passes() float64 {
+	return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
 }
 
 // run runs the Discoverer's loop until the test ends, with the context it
@@ -469,9 +477,7 @@ func TestRunLoop(t *testing.T) {
 	}()
 	nodes := schema.GroupResource{Resource: "nodes"}
 	waitFor(t, "first discovery", func() bool { return s.disc.Ready() })
-	passes := func() float64 {
-		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
-	}
+	passes := s.passes
 
 	// A tick relists.
 	s.fake.SetSeries([]model.LabelSet{ls("__name__", "node_load1", "instance", "n9")})
@@ -561,9 +567,7 @@ func TestRefresh(t *testing.T) {
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
 	ctx := s.run(t)
 	waitFor(t, "first discovery", s.disc.Ready)
-	passes := func() float64 {
-		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
-	}
+	passes := s.passes
 	pods := schema.GroupResource{Resource: "pods"}
 	served := func() bool {
 		_, ok := s.disc.Index().Custom(pods, "ns0", "http_logins_per_second")
@@ -618,5 +622,63 @@ func TestRefresh(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 4 {
 		t.Errorf("promscaler_discovery_refreshes_total = %v, want 4", got)
+	}
+}
+
+// TestRefreshList: listing every metric shows a series that appeared since
+// the last relist once the latest pass is more than 5 s old, at the cost of
+// one pass however many listings ask; a listing within 5 s of a pass asks
+// for none.
+func TestRefreshList(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
+	ctx := s.run(t)
+	waitFor(t, "first discovery", s.disc.Ready)
+	passes := s.passes
+	listed := func() bool {
+		return slices.ContainsFunc(s.disc.Index().CustomMetrics(), func(m cmprovider.CustomMetricInfo) bool {
+			return m.Metric == "http_logins_per_second"
+		})
+	}
+	s.fake.SetSeries(append(testSeries(), ls("__name__", "http_logins_total", "namespace", "ns0", "pod", "pod0")))
+	before := passes()
+
+	// 1 s after the first pass: no pass, the listing is as it was.
+	s.clock.Step(time.Second)
+	s.disc.RefreshList(ctx)
+	if got := passes(); got != before {
+		t.Errorf("listing 1 s after a pass ran a pass (%v passes, want %v)", got, before)
+	}
+	if listed() {
+		t.Fatal("new metric listed before any pass")
+	}
+
+	// 5.5 s after it: one pass, and the new metric is listed.
+	s.clock.Step(4500 * time.Millisecond)
+	if !s.disc.RefreshList(ctx) {
+		t.Fatal("RefreshList 5.5 s after a pass returned false")
+	}
+	if !listed() {
+		t.Error("new metric not listed after RefreshList returned")
+	}
+	if got := passes(); got != before+1 {
+		t.Errorf("passes = %v, want %v", got, before+1)
+	}
+	if s.disc.RefreshList(ctx) {
+		t.Error("RefreshList right after a published pass returned true")
+	}
+
+	// Many listings at once, 6 s later: one pass between them.
+	s.clock.Step(6 * time.Second)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { s.disc.RefreshList(ctx) })
+	}
+	wg.Wait()
+	if got := passes(); got != before+2 {
+		t.Errorf("passes after 20 listings at once = %v, want %v", got, before+2)
+	}
+	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 2 {
+		t.Errorf("promscaler_discovery_refreshes_total = %v, want 2", got)
 	}
 }

@@ -203,9 +203,10 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 }
 
 // ListAllMetrics implements CustomMetricsProvider: every custom metric of
-// the current index (none before the first discovery).
+// the current index (none before the first discovery), after
+// Config.RefreshList.
 func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
-	x := p.index()
+	x := p.listIndex()
 	if x == nil {
 		return nil
 	}

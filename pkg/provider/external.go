@@ -183,10 +183,11 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 }
 
 // ListAllExternalMetrics implements ExternalMetricsProvider: the external
-// metrics of the current index and every externalQueries entry, sorted.
+// metrics of the current index (after Config.RefreshList) and every
+// externalQueries entry, sorted.
 func (p *Provider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
 	var out []cmprovider.ExternalMetricInfo
-	if x := p.index(); x != nil {
+	if x := p.listIndex(); x != nil {
 		out = append(out, x.ExternalMetrics()...)
 	}
 	if rs := p.rules(); rs != nil {

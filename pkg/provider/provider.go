@@ -111,7 +111,19 @@ type Config struct {
 	// discovery.Discoverer.Refresh, which runs a discovery pass (rate
 	// limited per key) and waits for it.
 	Refresh func(ctx context.Context, key string) bool
+	// RefreshList, when set, is called before every metric is listed
+	// (ListAllMetrics, ListAllExternalMetrics: the API's discovery
+	// documents), with a context ending after ListRefreshWait; the listing
+	// then reads the then current index. Pass
+	// discovery.Discoverer.RefreshList, which runs a discovery pass when the
+	// latest one is a few seconds old and waits for it.
+	RefreshList func(ctx context.Context) bool
 }
+
+// ListRefreshWait bounds how long a listing of every metric waits for
+// Config.RefreshList; past it the listing answers from the current index
+// (the aggregator gives a discovery request 5 s).
+const ListRefreshWait = 2 * time.Second
 
 // Provider serves custom and external metrics from Prometheus. It is safe
 // for concurrent use and holds no per-request state.
@@ -125,6 +137,8 @@ type Provider struct {
 	maxNames int
 	maxBytes int
 	refresh  func(ctx context.Context, key string) bool
+	// refreshList is Config.RefreshList (a no-op when not set).
+	refreshList func(ctx context.Context) bool
 }
 
 var (
@@ -165,9 +179,14 @@ func New(cfg Config) (*Provider, error) {
 		maxNames: cfg.MaxNamesInQuery,
 		maxBytes: cfg.MaxQueryBytes,
 		refresh:  cfg.Refresh,
+
+		refreshList: cfg.RefreshList,
 	}
 	if p.refresh == nil {
 		p.refresh = func(context.Context, string) bool { return false }
+	}
+	if p.refreshList == nil {
+		p.refreshList = func(context.Context) bool { return false }
 	}
 	if p.rules == nil {
 		p.rules = func() *naming.RuleSet { return nil }
@@ -192,6 +211,19 @@ func (p *Provider) currentIndex() (MetricIndex, error) {
 		return nil, unavailable("metrics discovery has not completed yet; retry shortly")
 	}
 	return x, nil
+}
+
+// listIndex returns the index a listing of every metric reads, after
+// Config.RefreshList (nil before the first discovery, without waiting).
+func (p *Provider) listIndex() MetricIndex {
+	if p.index() == nil {
+		return nil
+	}
+	// The library's listers give no request context: the wait is bounded here.
+	ctx, cancel := context.WithTimeout(context.Background(), ListRefreshWait)
+	defer cancel()
+	p.refreshList(ctx)
+	return p.index()
 }
 
 // now is the timestamp of values that have no sample (defaultValue).

@@ -82,6 +82,8 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		Objects: objects,
 		Mapper:  mapper,
 		Refresh: disc.Refresh,
+
+		RefreshList: disc.RefreshList,
 	})
 	if err != nil {
 		return nil, err
