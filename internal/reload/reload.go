@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,17 +59,35 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Clock drives the polling. Nil means the real clock.
 	Clock clock.WithTicker
+	// Report, when set, is told of each failure as it is logged (a file
+	// rejected or unreadable, a source that cannot be listed): the
+	// operator-visible report (an Event on the adapter's Pod). file is ""
+	// for a source listing error.
+	Report func(file string, err error)
+}
+
+// Rejection is a configuration file whose newest content is not in
+// service: refused (its previous version serves) or unreadable.
+type Rejection struct {
+	// File is the file's path, "" for a source that cannot be listed.
+	File string
+	// Err says why; Since is when it was first reported.
+	Err   string
+	Since time.Time
 }
 
 // fileState is what the watcher knows of one file.
 type fileState struct {
-	data     []byte // content in service; nil when not in service
-	inUse    bool
-	pending  [sha256.Size]byte // content seen once, applied if seen again
-	hasPend  bool
-	rejected [sha256.Size]byte // last content the callback refused
-	hasRej   bool
-	readErr  string // last read error reported, to report it once
+	data      []byte // content in service; nil when not in service
+	inUse     bool
+	pending   [sha256.Size]byte // content seen once, applied if seen again
+	hasPend   bool
+	rejected  [sha256.Size]byte // last content the callback refused
+	hasRej    bool
+	readErr   string // last read error reported, to report it once
+	readSince time.Time
+	rejErr    string // why the last rejected content was refused
+	rejSince  time.Time
 }
 
 // Watcher polls configuration sources and applies new versions of their
@@ -80,6 +99,9 @@ type Watcher struct {
 	metrics  *metrics.Metrics
 	rejected *prometheus.GaugeVec
 	clock    clock.WithTicker
+
+	report    func(file string, err error)
+	listSince time.Time
 
 	mu      sync.Mutex
 	order   []string // files in service, in source order
@@ -128,7 +150,7 @@ func New(cfg Config) (*Watcher, error) {
 	}
 	w := &Watcher{
 		sources: slices.Clone(cfg.Sources), interval: cfg.Interval, apply: cfg.Apply,
-		metrics: cfg.Metrics, rejected: g, clock: cfg.Clock, files: map[string]*fileState{},
+		metrics: cfg.Metrics, rejected: g, clock: cfg.Clock, files: map[string]*fileState{}, report: cfg.Report,
 	}
 	if w.interval == 0 {
 		w.interval = DefaultInterval
@@ -207,7 +229,7 @@ func (w *Watcher) Check(ctx context.Context) (bool, error) {
 	if err != nil {
 		// A source is missing: keep everything in service.
 		if err.Error() != w.listErr {
-			w.listErr = err.Error()
+			w.listErr, w.listSince = err.Error(), w.clock.Now()
 			w.fail("", err)
 		}
 		return false, err
@@ -225,7 +247,7 @@ func (w *Watcher) Check(ctx context.Context) (bool, error) {
 			err = fmt.Errorf("reading configuration file %s: %w", p, err)
 			if err.Error() != st.readErr {
 				// Reported once per distinct problem, not on every poll.
-				st.readErr = err.Error()
+				st.readErr, st.readSince = err.Error(), w.clock.Now()
 				w.fail(p, err)
 			}
 			errs = append(errs, err)
@@ -335,11 +357,12 @@ func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) er
 			what = "removal of"
 		}
 		err = fmt.Errorf("%s configuration file %s rejected, its previous version stays in service: %w", what, c.path, err)
+		st.rejErr, st.rejSince = err.Error(), w.clock.Now()
 		w.rejected.WithLabelValues(c.path).Set(1)
 		w.fail(c.path, err)
 		return err
 	}
-	st.data, st.inUse, st.hasRej = c.data, c.data != nil, false
+	st.data, st.inUse, st.hasRej, st.rejErr = c.data, c.data != nil, false, ""
 	if c.data == nil {
 		delete(w.files, c.path)
 		w.rejected.DeleteLabelValues(c.path)
@@ -366,4 +389,28 @@ func (w *Watcher) fail(file string, err error) {
 	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeFailure).Inc()
 	w.metrics.ConfigLastReloadSuccessful.Set(0)
 	klog.ErrorS(err, "Configuration reload failed", "file", file)
+	if w.report != nil {
+		w.report(file, err)
+	}
+}
+
+// Rejected returns the files whose newest content is not in service
+// (refused or unreadable) and a source listing error, in path order.
+func (w *Watcher) Rejected() []Rejection {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Rejection
+	if w.listErr != "" {
+		out = append(out, Rejection{Err: w.listErr, Since: w.listSince})
+	}
+	for p, st := range w.files {
+		switch {
+		case st.readErr != "":
+			out = append(out, Rejection{File: p, Err: st.readErr, Since: st.readSince})
+		case st.hasRej:
+			out = append(out, Rejection{File: p, Err: st.rejErr, Since: st.rejSince})
+		}
+	}
+	slices.SortFunc(out, func(a, b Rejection) int { return strings.Compare(a.File, b.File) })
+	return out
 }

@@ -1,11 +1,24 @@
 package server
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/promscaler/promscaler/internal/reload"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // healthPaths are the endpoints of the liveness and readiness probes; a
@@ -39,5 +52,167 @@ func exemptHealthFromInFlightLimit(gc *genericapiserver.Config) {
 			return true
 		}
 		return next != nil && next(r, ri)
+	}
+}
+
+// Readiness probing of the kube-apiserver: how often and how long.
+const (
+	apiServerProbeInterval = 10 * time.Second
+	apiServerProbeTimeout  = 5 * time.Second
+)
+
+// apiServerReachability is the readiness check "kube-apiserver": whether
+// the last probe of the cluster's API server got an answer. The probe runs
+// in the background (run), so /readyz itself never waits for the network.
+type apiServerReachability struct {
+	probe func(ctx context.Context) error
+
+	mu      sync.Mutex
+	checked bool
+	err     error
+}
+
+// newAPIServerReachability probes GET /version on the API server of cfg
+// (the adapter's own credentials; /version is readable by every client,
+// system:public-info-viewer). Any answer below 500 means reachable.
+func newAPIServerReachability(cfg *rest.Config) (*apiServerReachability, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the kube-apiserver readiness probe: %w", err)
+	}
+	url := strings.TrimSuffix(cfg.Host, "/") + "/version"
+	if !strings.Contains(cfg.Host, "://") {
+		url = "https://" + url
+	}
+	return &apiServerReachability{probe: func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("GET /version answered %s", resp.Status)
+		}
+		return nil
+	}}, nil
+}
+
+// probeOnce probes and records the result.
+func (a *apiServerReachability) probeOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, apiServerProbeTimeout)
+	defer cancel()
+	err := a.probe(ctx)
+	if ctx.Err() != nil && err != nil && errors.Is(err, context.Canceled) {
+		return // stopping
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil && (a.err == nil || !a.checked) {
+		klog.InfoS("The kube-apiserver does not answer: not ready", "err", err)
+	} else if err == nil && a.err != nil {
+		klog.InfoS("The kube-apiserver answers again")
+	}
+	a.checked, a.err = true, err
+}
+
+// run probes at start and then every interval until ctx ends.
+func (a *apiServerReachability) run(ctx context.Context) {
+	wait.UntilWithContext(ctx, a.probeOnce, apiServerProbeInterval)
+}
+
+// Check is the readiness check.
+func (a *apiServerReachability) Check(*http.Request) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case !a.checked:
+		return errors.New("the kube-apiserver has not been probed yet")
+	case a.err != nil:
+		return fmt.Errorf("the kube-apiserver does not answer: %w", a.err)
+	}
+	return nil
+}
+
+// withReadyzDetails appends lines to the verbose readiness answer
+// (/readyz?verbose): states an operator should see that are not readiness
+// failures (a Prometheus backend down, a configuration file rejected).
+// Each line starts with "[i]"; the status code is the checks' own.
+func withReadyzDetails(next http.Handler, details func() []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || !r.URL.Query().Has("verbose") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		lines := details()
+		if len(lines) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		buf := &bufferedResponse{header: w.Header()}
+		next.ServeHTTP(buf, r)
+		if buf.code == 0 {
+			buf.code = http.StatusOK
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(buf.code)
+		_, _ = w.Write(buf.body.Bytes())
+		var b strings.Builder
+		b.WriteString("\nnot readiness failures:\n")
+		for _, l := range lines {
+			b.WriteString("[i]" + l + "\n")
+		}
+		_, _ = io.WriteString(w, b.String())
+	})
+}
+
+// bufferedResponse holds an answer so that lines can be added to it.
+type bufferedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+
+func (b *bufferedResponse) WriteHeader(code int) {
+	if b.code == 0 {
+		b.code = code
+	}
+}
+
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+// readinessDetails are the lines withReadyzDetails adds: each Prometheus
+// backend that is not answering, and each configuration file whose newest
+// content is not in service.
+func readinessDetails(guards []*promclient.Guard, rejected func() []reload.Rejection) func() []string {
+	return func() []string {
+		var lines []string
+		for _, g := range guards {
+			if st := g.Status(); !st.Up {
+				lines = append(lines, st.String())
+			}
+		}
+		if rejected != nil {
+			for _, r := range rejected() {
+				what := "configuration file " + r.File
+				if r.File == "" {
+					what = "configuration sources"
+				}
+				lines = append(lines, fmt.Sprintf("%s: not in service since %s (the previous version serves): %s",
+					what, r.Since.UTC().Format(time.RFC3339), r.Err))
+			}
+		}
+		return lines
 	}
 }

@@ -1,14 +1,19 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
 
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -77,5 +82,136 @@ func TestHealthNotBehindStalledMetricRequests(t *testing.T) {
 	}
 	release()
 	wg.Wait()
+	ts.stop()
+}
+
+func TestAPIServerReachability(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc // nil: nothing listens
+		wantErr string
+	}{
+		{name: "answers", handler: func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, `{"major":"1"}`) }},
+		{name: "answers 403", handler: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }},
+		{name: "answers 503", handler: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+			wantErr: "the kube-apiserver does not answer: GET /version answered 503"},
+		{name: "unreachable", wantErr: "connection refused"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			if tc.handler == nil {
+				srv.Close()
+			} else {
+				defer srv.Close()
+			}
+			a, err := newAPIServerReachability(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Check(nil); err == nil || !strings.Contains(err.Error(), "not been probed") {
+				t.Errorf("before the first probe: %v, want not probed yet", err)
+			}
+			a.probeOnce(context.Background())
+			err = a.Check(nil)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Check = %v, want ready", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Check = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadyzDetails(t *testing.T) {
+	checks := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "[+]ping ok\nreadyz check passed\n")
+	})
+	var lines []string
+	h := withReadyzDetails(checks, func() []string { return lines })
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if _, body := get("/readyz?verbose"); body != "[+]ping ok\nreadyz check passed\n" {
+		t.Errorf("without details: %q", body)
+	}
+	lines = []string{`prometheus backend "default": down`}
+	code, body := get("/readyz?verbose")
+	want := "[+]ping ok\nreadyz check passed\n\nnot readiness failures:\n[i]prometheus backend \"default\": down\n"
+	if code != http.StatusOK || body != want {
+		t.Errorf("with details: %d %q, want 200 %q", code, body, want)
+	}
+	for _, path := range []string{"/readyz", "/livez?verbose"} {
+		if _, body := get(path); strings.Contains(body, "[i]") {
+			t.Errorf("GET %s has the details: %q", path, body)
+		}
+	}
+}
+
+// TestReadinessTellsTheTruth: /readyz names its checks (config loaded,
+// discovery done once, kube-apiserver reachable); a Prometheus that stops
+// answering is not a readiness failure but 503s on metric requests, a
+// line in /readyz?verbose and promscaler_prometheus_up 0; a configuration
+// file rejected on reload is a line there too.
+func TestReadinessTellsTheTruth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a full API server")
+	}
+	fake := promtest.New([]model.LabelSet{
+		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
+	})
+	defer fake.Close()
+	ts := startTestServer(t, DefaultProviders, fake.URL, func(c *Config) {
+		c.ConfigReloadInterval = 20 * time.Millisecond
+	})
+	ts.waitUntil("/readyz after the first discovery", func() bool {
+		code, _ := ts.get("/readyz")
+		return code == http.StatusOK
+	})
+	_, body := ts.get("/readyz?verbose")
+	for _, want := range []string{"[+]config-loaded ok", "[+]metrics-discovery ok", "[+]kube-apiserver ok"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/readyz?verbose lacks %q:\n%s", want, body)
+		}
+	}
+
+	// Prometheus gone: connection errors mark it down after 5.
+	fake.Close()
+	for i := range promclient.DefaultBreakerFailures + 1 {
+		path := fmt.Sprintf("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-%d/http_requests_per_second", i)
+		if code, body := ts.get(path); code != http.StatusServiceUnavailable {
+			t.Errorf("GET %s with Prometheus gone = %d %s; want 503", path, code, truncateForLog(body))
+		}
+	}
+	code, body := ts.get("/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/http_requests_per_second")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "backend_down") {
+		t.Errorf("with Prometheus known down = %d %s; want 503 saying backend_down", code, truncateForLog(body))
+	}
+	code, body = ts.get("/readyz?verbose")
+	if code != http.StatusOK || !strings.Contains(body, `[i]prometheus backend "default": down since`) {
+		t.Errorf("/readyz?verbose with Prometheus down = %d\n%s\nwant 200 with the backend's line", code, body)
+	}
+	for _, path := range []string{"/livez", "/readyz"} {
+		if code, _ := ts.get(path); code != http.StatusOK {
+			t.Errorf("GET %s with Prometheus down = %d, want 200", path, code)
+		}
+	}
+	if _, body := ts.get("/metrics"); !strings.Contains(body, `promscaler_prometheus_up{backend="default"} 0`) {
+		t.Errorf("/metrics lacks promscaler_prometheus_up{backend=\"default\"} 0")
+	}
+
+	// A rules file rejected on reload: a line, not a failure.
+	replaceFile(t, ts.rulesFile, "rules: [")
+	ts.waitUntil("the rejected file in /readyz?verbose", func() bool {
+		_, body := ts.get("/readyz?verbose")
+		return strings.Contains(body, "[i]configuration file "+ts.rulesFile+": not in service since")
+	})
+	if code, _ := ts.get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz with a rejected file = %d, want 200", code)
+	}
 	ts.stop()
 }

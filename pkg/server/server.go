@@ -17,11 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -125,6 +127,10 @@ type Config struct {
 	RelistInterval    time.Duration
 	MaxAge            time.Duration
 	DiscoveryStrategy discovery.Strategy
+	// Pod is the adapter's own Pod (POD_NAMESPACE and POD_NAME from the
+	// downward API); when set, a configuration file rejected on reload is
+	// also an Event on it. Empty: logged and counted only.
+	Pod types.NamespacedName
 	// ClientCertCacheTTL is how long a client certificate chain that
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
@@ -172,6 +178,8 @@ type Server struct {
 	prom      *promclient.Client
 	providers *Providers
 	watcher   *reload.Watcher
+	apiServer *apiServerReachability
+	events    *podEvents
 }
 
 // Complete loads the rules file and builds the Prometheus client, the
@@ -235,10 +243,15 @@ func (c *Config) Complete() (*Server, error) {
 	// An API server that cannot authorize a request is a 503, not the
 	// library's 500 naming its address (authz.go).
 	recordAuthorizationFailures(gc)
+	// Filled below, once the reload watcher exists.
+	var details func() []string
 	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Innermost, next to the API handler: the Prometheus wait
 		// announced in Server-Timing.
 		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(h), gc)
+		// details is read per request: it is set once Complete has built
+		// the watcher, before the server runs.
+		chain = withReadyzDetails(chain, func() []string { return details() })
 		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
 	}
 	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, custom, external)
@@ -257,8 +270,22 @@ func (c *Config) Complete() (*Server, error) {
 	if ready == nil {
 		ready = func() error { return nil }
 	}
-	if err := gs.AddReadyzChecks(healthz.NamedCheck("metrics-discovery", func(*http.Request) error { return ready() })); err != nil {
-		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	kubeConfig, err := c.Kube.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the Kubernetes client configuration: %w", err)
+	}
+	reach, err := newAPIServerReachability(kubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	// The rules are loaded (Complete fails otherwise): config-loaded
+	// passes from the start and states it.
+	if err := gs.AddReadyzChecks(
+		healthz.NamedCheck("config-loaded", func(*http.Request) error { return nil }),
+		healthz.NamedCheck("metrics-discovery", func(*http.Request) error { return ready() }),
+		healthz.NamedCheck("kube-apiserver", reach.Check),
+	); err != nil {
+		return nil, fmt.Errorf("adding the readiness checks: %w", err)
 	}
 	if providers.InstallResourceMetrics != nil {
 		if err := providers.InstallResourceMetrics(gs); err != nil {
@@ -266,12 +293,23 @@ func (c *Config) Complete() (*Server, error) {
 		}
 	}
 
-	s := &Server{name: c.Name, api: apiServer, prom: promClient, providers: providers}
+	s := &Server{name: c.Name, api: apiServer, prom: promClient, providers: providers, apiServer: reach}
+	var report func(string, error)
+	if c.Pod.Name != "" && c.Pod.Namespace != "" {
+		kube, err := kubernetes.NewForConfig(kubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("the Kubernetes client for Events: %w", err)
+		}
+		s.events = newPodEvents(kube, c.Pod)
+		report = s.events.configRejected
+	}
+	var rejected func() []reload.Rejection
 	if c.ConfigReloadInterval > 0 {
 		s.watcher, err = reload.New(reload.Config{
 			Sources:  c.RulesFiles,
 			Interval: c.ConfigReloadInterval,
 			Metrics:  m,
+			Report:   report,
 			Apply: func(_ context.Context, files []reload.File, changed string) error {
 				// A changed file with a query Prometheus would reject is
 				// never swapped in for rules that work.
@@ -293,7 +331,9 @@ func (c *Config) Complete() (*Server, error) {
 			return nil, err
 		}
 		s.watcher.Prime(files)
+		rejected = s.watcher.Rejected
 	}
+	details = readinessDetails([]*promclient.Guard{promClient.Guard()}, rejected)
 	return s, nil
 }
 
@@ -302,6 +342,11 @@ func (c *Config) Complete() (*Server, error) {
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.events != nil {
+		// Before the watcher: a rejection it reports is recorded.
+		s.events.start(ctx)
+		defer s.events.stop()
+	}
 	var wg sync.WaitGroup
 	if s.providers.Run != nil {
 		wg.Go(func() { s.providers.Run(ctx) })
@@ -309,6 +354,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.watcher != nil {
 		wg.Go(func() { s.watcher.Run(ctx) })
 	}
+	wg.Go(func() { s.apiServer.run(ctx) })
 	klog.InfoS("Serving the metrics APIs", "name", s.name)
 	err := s.api.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	cancel()

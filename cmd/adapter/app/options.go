@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/types"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
@@ -234,6 +235,9 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		DiscoveryStrategy:    strategy,
 		ClientCertCacheTTL:   o.ClientCertCacheTTL,
 		TeamRules:            o.teamRules(),
+		// The downward API's (deploy/base, the chart): Events go to the
+		// adapter's own Pod.
+		Pod: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
 	}, nil
 }
 
