@@ -375,9 +375,11 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 		if nsLabel != "" {
 			ns = string(s.Labels[model.LabelName(nsLabel)])
 		}
-		if !r.ServesNamespace(ns) {
+		if ns != "" && !r.ServesNamespace(ns) {
 			// A team rule's series of another namespace (its seriesQuery
-			// is confined: a backend ignoring match[]).
+			// is confined: a backend ignoring match[]). Rows without the
+			// label (discovery does not ask for it for rules that are
+			// not namespaced) are the confined seriesQuery's.
 			continue
 		}
 		if r.Kind() == naming.KindExternal {

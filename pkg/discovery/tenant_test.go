@@ -82,6 +82,15 @@ externalRules:
 	if e, ok := y.External("a", "team_total"); !ok || e.Rule != tx {
 		t.Errorf("External(a, team_total) = %s, %t; want %s", e, ok, tx.Path())
 	}
+	// Discovery reads no namespace for a rule with resources.namespaced:
+	// false: the rows of its confined seriesQuery serve namespace a.
+	z := BuildIndex([]RuleSeries{{Rule: tx, Series: []naming.Series{ser("team_total")}}}, IndexOptions{})
+	if e, ok := z.External("a", "team_total"); !ok || e.Rule != tx {
+		t.Errorf("External(a, team_total) from rows without a namespace = %s, %t; want %s", e, ok, tx.Path())
+	}
+	if e, ok := z.External("b", "team_total"); ok {
+		t.Errorf("External(b, team_total) from rows without a namespace = %s; want none", e)
+	}
 	if e, ok := y.Custom(pods, "a", "team_total"); !ok || e.Rule != tc {
 		t.Errorf("Custom(pods, a, team_total) = %s, %t; want %s", e, ok, tc.Path())
 	}

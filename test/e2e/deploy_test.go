@@ -112,7 +112,7 @@ func TestDeployOverlaysDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	k = []byte(strings.Replace(string(k), "# components:\n# - ../../components/external-metrics\n# - ../../components/resource-metrics\n",
-		"components:\n- ../../components/external-metrics\n- ../../components/resource-metrics\n- ../../components/system-cluster-critical\n", 1))
+		"components:\n- ../../components/external-metrics\n- ../../components/resource-metrics\n- ../../components/system-cluster-critical\n- ../../components/team-rules\n", 1))
 	if !strings.Contains(string(k), "\ncomponents:\n") {
 		t.Fatalf("the tls-secret overlay no longer has the commented components list this test enables:\n%s", k)
 	}
