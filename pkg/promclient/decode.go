@@ -26,15 +26,17 @@ import (
 // (api/prometheus/v1 over encoding/json) on the same body, quirks included,
 // so that behaviour does not depend on the decoder: object member names
 // match case-insensitively, the last of duplicate members wins (duplicate
-// "metric" objects merge), a null label value is "", a null "value" or
-// element of it leaves the timestamp or value at zero, extra elements of
-// "value" are ignored, timestamps keep millisecond precision (truncated),
+// "metric" objects merge), a null label value is "", a null timestamp
+// leaves it at zero, extra elements of "value" are ignored, timestamps keep millisecond precision (truncated),
 // sample values are the raw text between the quotes as strconv.ParseFloat
 // reads it ("NaN", "+Inf", "-Inf"), invalid UTF-8 and lone surrogates become
 // U+FFFD, and the whole body must be valid JSON. FuzzDecodeVector checks the
 // agreement. Deliberate differences: a null element of the result is an
 // error here, where client_golang returns a nil *model.Sample that every
-// caller would dereference; and a matrix result, which an instant query
+// caller would dereference; a sample without a value (no "value", fewer
+// than two elements, a null value, and no "histogram") is an error here,
+// where client_golang gives it the value 0, which would be served as a real
+// value; and a matrix result, which an instant query
 // never returns and the client refuses, is refused without being decoded,
 // even when a duplicate "data" member follows it (client_golang decodes it
 // with json-iterator's rules, and may then take the later member).
@@ -107,6 +109,9 @@ func decodeQuery(code int, body []byte, compact bool) (vecResult, v1.Warnings, e
 		if a.res.hasNull {
 			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
 		}
+		if a.res.hasUnvalued {
+			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: errSampleWithoutValue.Error()}
+		}
 		return a.res, a.warnings, nil
 	case resultScalar:
 		if compact {
@@ -159,6 +164,9 @@ type vecResult struct {
 	samples Samples
 	// hasNull is set when an element of the vector was null.
 	hasNull bool
+	// hasUnvalued is set when a sample of the vector had no value (see
+	// errSampleWithoutValue).
+	hasUnvalued bool
 }
 
 // decodeAnswer decodes a whole body. With withData false the "data" member
@@ -199,6 +207,9 @@ type decoder struct {
 	// arena holds the bytes of the label values of compact samples: one
 	// allocation per arenaChunk bytes instead of one per value.
 	arena []byte
+	// valued reports that the last sample decoded had a value or a
+	// histogram.
+	valued bool
 }
 
 // arenaChunk is the size of the arena's chunks.
@@ -516,6 +527,7 @@ func (d *decoder) vector() (vecResult, error) {
 			if hasMetric, err = d.sample(&smp); err != nil {
 				return vecResult{}, err
 			}
+			r.hasUnvalued = r.hasUnvalued || !d.valued
 			if len(r.samples) == 0 {
 				d.sizeFor(&r, s.i-start)
 			}
@@ -526,6 +538,7 @@ func (d *decoder) vector() (vecResult, error) {
 			if hasMetric, err = d.sample(smp); err != nil {
 				return vecResult{}, err
 			}
+			r.hasUnvalued = r.hasUnvalued || !d.valued
 			if len(r.vec) == 0 {
 				d.sizeFor(&r, s.i-start)
 			}
@@ -626,6 +639,7 @@ func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 	}
 	d.labels = d.labels[:0]
 	var hist *model.SampleHistogramPair
+	valued := false
 	empty, err := s.objStart()
 	for more := !empty; more && err == nil; more, err = s.objNext() {
 		var key []byte
@@ -648,7 +662,9 @@ func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 				err = d.metric()
 			}
 		case keyIs(key, plain, "value"):
-			err = d.samplePair(smp)
+			var v bool
+			v, err = d.samplePair(smp)
+			valued = valued || v
 		case keyIs(key, plain, "histogram"):
 			s.ws()
 			start := s.i
@@ -671,7 +687,9 @@ func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 	}
 	if hist != nil && hist.Histogram != nil {
 		smp.Timestamp, smp.Histogram, smp.Value = hist.Timestamp, hist.Histogram, 0
+		valued = true
 	}
+	d.valued = valued
 	return hasMetric, nil
 }
 
@@ -767,23 +785,25 @@ func (d *decoder) labelName(raw []byte, plain bool) string {
 }
 
 // samplePair decodes "value": null, or [timestamp, "value", ...] where a
-// null element leaves that field alone and elements past the second are
-// ignored (model.SamplePair's decoding under encoding/json).
-func (d *decoder) samplePair(smp *model.Sample) error {
+// null element is left alone; valued reports that the sample value was
+// there (the second element, not null). client_golang reads a missing or
+// null value as 0; a sample without its value is refused here instead
+// (decodeQuery), so that a broken answer is never served as the value 0.
+func (d *decoder) samplePair(smp *model.Sample) (valued bool, err error) {
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch c {
 	case 'n':
-		return s.literal("null")
+		return false, s.literal("null")
 	case '[':
 	default:
 		if err := s.skip(); err != nil {
-			return err
+			return false, err
 		}
-		return fmt.Errorf(`"value" is a JSON %s, not an array`, kindOf(c))
+		return false, fmt.Errorf(`"value" is a JSON %s, not an array`, kindOf(c))
 	}
 	empty, err := s.arrStart()
 	n := 0
@@ -792,16 +812,20 @@ func (d *decoder) samplePair(smp *model.Sample) error {
 		case 0:
 			err = d.timestamp(&smp.Timestamp)
 		case 1:
-			err = d.sampleValue(&smp.Value)
+			var null bool
+			if null, err = s.isNull(); err == nil {
+				valued = !null
+				err = d.sampleValue(&smp.Value)
+			}
 		default:
 			err = s.skip()
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		n++
 	}
-	return err
+	return valued, err
 }
 
 // timestamp decodes a timestamp element: null (left alone) or a number.
@@ -1136,3 +1160,9 @@ func getu4(s []byte) rune {
 	}
 	return r
 }
+
+// errSampleWithoutValue refuses a vector sample with neither a sample value
+// (a missing or null second element of "value", or no "value") nor a
+// histogram: client_golang would give it the value 0, which the adapter
+// would serve as a real value.
+var errSampleWithoutValue = errors.New(`a sample has no value (no "value" [timestamp, "value"] pair and no "histogram")`)
