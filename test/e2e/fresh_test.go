@@ -36,12 +36,7 @@ func TestFreshMetrics(t *testing.T) {
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
 	ctx := ctxFor(t, 4*time.Minute)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	created := map[string]time.Time{}
 	add := func(name, ns string) {
 		t.Helper()

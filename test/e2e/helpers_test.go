@@ -78,6 +78,16 @@ func testdata(name string) string {
 	return p
 }
 
+// fatalOn returns a function that fails the test on a non-nil error.
+func fatalOn(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // execOutput runs a short command and returns its combined output.
