@@ -2,8 +2,6 @@ package certauth
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"sort"
 	"sync/atomic"
@@ -40,24 +37,7 @@ var serial atomic.Int64
 
 func newCert(t *testing.T, tmpl *x509.Certificate, parent *issuer) *issuer {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber = big.NewInt(serial.Add(1))
-	signer, parentCert := key, tmpl
-	if parent != nil {
-		signer, parentCert = parent.key, parent.cert
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parentCert, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &issuer{cert: c, key: key}
+	return issuedWithKey(t, tmpl, newKey(t), parent)
 }
 
 func newCA(t *testing.T, name string) *issuer { return newCAAt(t, name, t0) }
