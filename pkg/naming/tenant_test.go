@@ -73,19 +73,7 @@ func teamRules(t *testing.T, kind Kind, seriesQuery, metricsQuery string) (*Rule
 		key = "externalRules"
 	}
 	yaml := fmt.Sprintf("%s:\n- seriesQuery: %q\n  resources:\n    template: <<.Resource>>\n  metricsQuery: %q\n", key, seriesQuery, metricsQuery)
-	cfg, err := config.Parse([]byte(yaml), "configmap/a/team/rules.yaml")
-	if err != nil {
-		t.Fatalf("parsing %s: %v", yaml, err)
-	}
-	rs, err := Compile(cfg, kubemapper.New())
-	if err != nil {
-		t.Fatalf("compiling %s: %v", yaml, err)
-	}
-	e, err := tenancy.New(tenancy.DefaultLabel, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs.ConfineTo(e)
+	return confineYAML(yaml)
 }
 
 // TestTeamRuleCannotReadOtherNamespaces tries to read namespace b from a
@@ -284,4 +272,75 @@ func TestClusterRuleServesEveryNamespace(t *testing.T) {
 
 func resourceRule(name string) string {
 	return "  " + name + ":\n    containerQuery: sum(rate(c[1m])) by (<<.GroupBy>>)\n    nodeQuery: sum(rate(c[1m])) by (<<.GroupBy>>)\n    resources:\n      template: <<.Resource>>\n    containerLabel: container\n"
+}
+
+// FuzzTeamRuleQuery: whatever a team rule's metricsQuery and the request's
+// namespace, object names and metric selector, a team rule of namespace a
+// either refuses or renders a query every selector of which requires
+// namespace="a", and never renders one for another namespace.
+func FuzzTeamRuleQuery(f *testing.F) {
+	for _, s := range []struct{ query, ns, name, sel string }{
+		{`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)`, "a", "web", ""},
+		{`sum(secret_total) by (<<.GroupBy>>) or on() vector(1)`, "a", "web", "pod=web"},
+		{`max_over_time(x{pod="<<index .LabelValuesByName "pod">>"}[5m:1m])`, "a", `web"}`, "namespace=b"},
+		{`<<.Series>>{<<.LabelMatchers>>} unless y{namespace!="a"}`, "b", "web", "namespace in (a,b)"},
+	} {
+		f.Add(s.query, s.ns, s.name, s.sel)
+	}
+	f.Fuzz(func(t *testing.T, metricsQuery, ns, name, selector string) {
+		rs, err := teamRulesQuiet(metricsQuery)
+		if err != nil {
+			return
+		}
+		sel, err := k8slabels.Parse(selector)
+		if err != nil {
+			return
+		}
+		q, err := rs.CustomRules()[0].QueryForSeries(CustomRequest{Series: "http_requests_total", Resource: pods, Namespace: ns, Names: []string{name}, MetricSelector: sel})
+		if err != nil {
+			return
+		}
+		if ns != "a" {
+			t.Fatalf("rendered %q for namespace %q", q.Expr, ns)
+		}
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(q.Expr)
+		if err != nil {
+			t.Fatalf("rendered query %q does not parse: %v", q.Expr, err)
+		}
+		parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+			vs, ok := node.(*parser.VectorSelector)
+			if !ok {
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name == "namespace" && m.Type == labels.MatchEqual && m.Value == "a" {
+					return nil
+				}
+			}
+			t.Errorf("selector %s of %q does not require namespace=\"a\"", vs, q.Expr)
+			return nil
+		})
+	})
+}
+
+// teamRulesQuiet is a custom team rule of namespace a with metricsQuery.
+func teamRulesQuiet(metricsQuery string) (*RuleSet, error) {
+	return confineYAML(fmt.Sprintf("rules:\n- seriesQuery: x\n  resources:\n    template: <<.Resource>>\n  metricsQuery: %q\n", metricsQuery))
+}
+
+// confineYAML compiles a configuration confined to namespace a.
+func confineYAML(yaml string) (*RuleSet, error) {
+	cfg, err := config.Parse([]byte(yaml), "configmap/a/team/rules.yaml")
+	if err != nil {
+		return nil, err
+	}
+	rs, err := Compile(cfg, kubemapper.New())
+	if err != nil {
+		return nil, err
+	}
+	e, err := tenancy.New(tenancy.DefaultLabel, "a")
+	if err != nil {
+		return nil, err
+	}
+	return rs.ConfineTo(e)
 }
