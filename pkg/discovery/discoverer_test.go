@@ -682,3 +682,49 @@ func TestRefreshList(t *testing.T) {
 		t.Errorf("promscaler_discovery_refreshes_total = %v, want 2", got)
 	}
 }
+
+// TestRefreshBudget: passes asked for on demand are at most six per relist
+// interval; the seventh waits until the oldest of the six is an interval
+// old, so that a client naming a different missing metric every second
+// costs seven passes a minute, not sixty.
+func TestRefreshBudget(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
+	ctx := s.run(t)
+	waitFor(t, "first discovery", s.disc.Ready)
+	waitFor(t, "ticker registered", s.clock.HasWaiters)
+	idle := s.clock.Waiters() // the relist ticker
+	before := s.passes()
+	for i := range 6 {
+		s.clock.Step(time.Second)
+		if !s.disc.Refresh(ctx, fmt.Sprintf("custom pods true missing_%d", i)) {
+			t.Fatalf("Refresh %d returned false", i)
+		}
+	}
+	if got := s.passes(); got != before+6 {
+		t.Fatalf("passes after six refreshes = %v, want %v", got, before+6)
+	}
+
+	// The seventh, 1 s later: the loop waits for the oldest to be an
+	// interval old (54 s) or the relist.
+	s.clock.Step(time.Second)
+	done := make(chan bool, 1)
+	go func() { done <- s.disc.Refresh(ctx, "custom pods true missing_6") }()
+	waitFor(t, "the loop waiting for the budget", func() bool { return s.clock.Waiters() > idle })
+	if got := s.passes(); got != before+6 {
+		t.Fatalf("the seventh refresh ran a pass at once (%v passes)", got)
+	}
+	// 59 s after the first pass: still waiting; at 60 s the relist comes
+	// before the budget (61 s) and serves it.
+	s.clock.Step(52 * time.Second)
+	if got := s.passes(); got != before+6 {
+		t.Fatalf("a pass ran 52 s later (%v passes)", got)
+	}
+	s.clock.Step(time.Second)
+	if !<-done {
+		t.Error("the seventh Refresh returned false")
+	}
+	if got := s.passes(); got != before+7 {
+		t.Errorf("passes = %v, want %v", got, before+7)
+	}
+}
