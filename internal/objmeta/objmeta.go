@@ -10,19 +10,29 @@ import (
 // and drops the rest, so a cache of many objects stays small. Tombstones
 // (cache.DeletedFinalStateUnknown) and anything that is not a
 // *metav1.PartialObjectMetadata pass through unchanged.
-func Strip(obj any) (any, error) {
+func Strip(obj any) (any, error) { return keep(obj, true), nil }
+
+// Identity is Strip without the labels: the transform of a cache that only
+// says which objects exist (the Running pods of metrics.k8s.io), their
+// labels being kept in another cache.
+func Identity(obj any) (any, error) { return keep(obj, false), nil }
+
+func keep(obj any, withLabels bool) any {
 	p, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
-		return obj, nil
+		return obj
 	}
-	return &metav1.PartialObjectMetadata{
+	m := &metav1.PartialObjectMetadata{
 		TypeMeta: p.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            p.Name,
 			Namespace:       p.Namespace,
 			UID:             p.UID,
 			ResourceVersion: p.ResourceVersion,
-			Labels:          p.Labels,
 		},
-	}, nil
+	}
+	if withLabels {
+		m.Labels = p.Labels
+	}
+	return m
 }

@@ -8,8 +8,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-func TestStrip(t *testing.T) {
-	full := &metav1.PartialObjectMetadata{
+func fullPod() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7",
@@ -19,6 +19,10 @@ func TestStrip(t *testing.T) {
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 		},
 	}
+}
+
+func TestStrip(t *testing.T) {
+	full := fullPod()
 	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: full}
 	tests := []struct {
 		name string
@@ -49,5 +53,19 @@ func TestStrip(t *testing.T) {
 				t.Errorf("Strip mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	got, err := Identity(fullPod())
+	if err != nil {
+		t.Fatalf("Identity: %v", err)
+	}
+	want := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Identity mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -18,6 +18,9 @@ type AdapterConfig struct {
 	// Metadata is the metadata client of the cluster (list and watch of
 	// pods and nodes), e.g. metadata.NewForConfig(base.ClientConfig()).
 	Metadata metadata.Interface
+	// Pods is the pod metadata cache shared with the custom metrics path
+	// (a *provider.ObjectCache), run by its owner.
+	Pods PodMetadata
 	// Rules returns the compiled configuration in service; it is read on
 	// every request, so hot reloads take effect at once.
 	Rules func() *naming.RuleSet
@@ -35,7 +38,7 @@ type AdapterConfig struct {
 // the adapter server installs (Install, before it runs) and runs (Run).
 type Adapter struct {
 	*API
-	// Cache holds the Running pods and the nodes.
+	// Cache says which pods are Running and holds the nodes.
 	Cache *Cache
 	// Source queries Prometheus.
 	Source *Source
@@ -46,7 +49,7 @@ func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 	if cfg.Metadata == nil {
 		return nil, errors.New("resource metrics: Metadata client is required")
 	}
-	cache, err := NewCache(cfg.Metadata, cfg.CacheOptions)
+	cache, err := NewCache(cfg.Metadata, cfg.Pods, cfg.CacheOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +70,15 @@ func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 	return &Adapter{API: api, Cache: cache, Source: src}, nil
 }
 
-// Run runs the cache until ctx ends.
+// Run runs the cache until ctx ends (the shared pod metadata cache is run
+// by its owner).
 func (a *Adapter) Run(ctx context.Context) { a.Cache.Run(ctx) }
 
 // Ready returns nil once the pod and node caches hold their initial lists,
 // an error saying what is missing before; suitable for a /readyz check.
 func (a *Adapter) Ready() error {
 	var missing []string
-	if !a.Cache.pods.HasSynced() {
+	if !a.Cache.runningPods.HasSynced() || !a.Cache.meta.PodsSynced() {
 		missing = append(missing, "pods")
 	}
 	if !a.Cache.nodes.HasSynced() {

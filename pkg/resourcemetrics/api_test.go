@@ -30,6 +30,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/test/promtest"
 )
@@ -493,7 +494,11 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 func TestAdapterNotReadyBeforeRun(t *testing.T) {
 	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
 	rs := compileRules(t, testConfig)
-	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Metadata: client, Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
+	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Metadata: client, Pods: pods, Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
 	if err != nil {
 		t.Fatal(err)
 	}

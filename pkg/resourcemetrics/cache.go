@@ -37,6 +37,19 @@ type NodeLister interface {
 	GetNode(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error)
 }
 
+// PodMetadata holds the metadata of every pod whatever its phase: the
+// object cache the custom metrics path lists pods from
+// (provider.ObjectCache), shared so that the adapter keeps one copy of
+// each pod's labels.
+type PodMetadata interface {
+	// PodMetadata returns a lookup of pods' metadata by namespace and
+	// name (ok false: no such pod in the cache), once the cache holds its
+	// first list.
+	PodMetadata(ctx context.Context) (lookup func(namespace, name string) (m *metav1.PartialObjectMetadata, ok bool), err error)
+	// PodsSynced reports whether the cache holds its first list of pods.
+	PodsSynced() bool
+}
+
 // Errors of Cache.
 var (
 	// ErrCacheNotRunning is returned when Cache.Run is not running.
@@ -68,13 +81,16 @@ type CacheOptions struct {
 	SyncTimeout time.Duration
 }
 
-// Cache is a PodLister and NodeLister over two client-go metadata
-// informers: Running pods (field selector status.phase=Running) and nodes.
-// Only names, namespaces and labels are kept. It needs list and watch on
-// pods and nodes.
+// Cache is a PodLister and NodeLister. Which pods are Running comes from a
+// metadata informer with the field selector status.phase=Running, as in
+// metrics-server and prometheus-adapter (a pod's phase is not part of its
+// metadata), which keeps only their names; their labels come from the
+// shared PodMetadata. Nodes come from a metadata informer keeping names and
+// labels. It needs list and watch on pods and nodes.
 type Cache struct {
-	pods, nodes cache.SharedIndexInformer
-	syncTimeout time.Duration
+	runningPods, nodes cache.SharedIndexInformer
+	meta               PodMetadata
+	syncTimeout        time.Duration
 
 	mu      sync.Mutex
 	running bool
@@ -85,10 +101,14 @@ var (
 	_ NodeLister = (*Cache)(nil)
 )
 
-// NewCache returns a Cache listing through client. Call Run.
-func NewCache(client metadata.Interface, opts CacheOptions) (*Cache, error) {
+// NewCache returns a Cache listing through client, with the pods' labels
+// from meta. Call Run (and run meta).
+func NewCache(client metadata.Interface, meta PodMetadata, opts CacheOptions) (*Cache, error) {
 	if client == nil {
 		return nil, errors.New("resource metrics cache: no metadata client given")
+	}
+	if meta == nil {
+		return nil, errors.New("resource metrics cache: no pod metadata cache given")
 	}
 	if opts.Resync < 0 || opts.SyncTimeout < 0 {
 		return nil, errors.New("resource metrics cache: resync and sync timeout must not be negative")
@@ -98,15 +118,16 @@ func NewCache(client metadata.Interface, opts CacheOptions) (*Cache, error) {
 		st = DefaultSyncTimeout
 	}
 	nsIndex := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	pods := metadatainformer.NewFilteredMetadataInformer(client, podsGVR, metav1.NamespaceAll, opts.Resync, nsIndex,
+	running := metadatainformer.NewFilteredMetadataInformer(client, podsGVR, metav1.NamespaceAll, opts.Resync, nsIndex,
 		func(o *metav1.ListOptions) { o.FieldSelector = RunningPodsFieldSelector }).Informer()
-	nodes := metadatainformer.NewFilteredMetadataInformer(client, nodesGVR, metav1.NamespaceAll, opts.Resync, cache.Indexers{}, nil).Informer()
-	for _, inf := range []cache.SharedIndexInformer{pods, nodes} {
-		if err := inf.SetTransform(objmeta.Strip); err != nil {
-			return nil, fmt.Errorf("resource metrics cache: %w", err)
-		}
+	if err := running.SetTransform(objmeta.Identity); err != nil {
+		return nil, fmt.Errorf("resource metrics cache: %w", err)
 	}
-	return &Cache{pods: pods, nodes: nodes, syncTimeout: st}, nil
+	nodes := metadatainformer.NewFilteredMetadataInformer(client, nodesGVR, metav1.NamespaceAll, opts.Resync, cache.Indexers{}, nil).Informer()
+	if err := nodes.SetTransform(objmeta.Strip); err != nil {
+		return nil, fmt.Errorf("resource metrics cache: %w", err)
+	}
+	return &Cache{runningPods: running, nodes: nodes, meta: meta, syncTimeout: st}, nil
 }
 
 // Run runs the informers until ctx is done and returns once they stopped.
@@ -120,38 +141,67 @@ func (c *Cache) Run(ctx context.Context) {
 		c.mu.Unlock()
 	}()
 	var wg sync.WaitGroup
-	wg.Go(func() { c.pods.RunWithContext(ctx) })
+	wg.Go(func() { c.runningPods.RunWithContext(ctx) })
 	wg.Go(func() { c.nodes.RunWithContext(ctx) })
 	wg.Wait()
 }
 
-// HasSynced reports whether both caches hold their initial lists.
-func (c *Cache) HasSynced() bool { return c.pods.HasSynced() && c.nodes.HasSynced() }
+// HasSynced reports whether the caches hold their initial lists.
+func (c *Cache) HasSynced() bool {
+	return c.runningPods.HasSynced() && c.nodes.HasSynced() && c.meta.PodsSynced()
+}
 
-// ListPods implements PodLister.
+// ListPods implements PodLister: the Running pods, with their metadata
+// from the shared pod cache. A pod the shared cache does not hold yet (its
+// watch event is on its way) is left out.
 func (c *Cache) ListPods(ctx context.Context, namespace string, selector labels.Selector) ([]*metav1.PartialObjectMetadata, error) {
-	if err := c.ready(ctx, "pods", c.pods); err != nil {
+	if err := c.ready(ctx, "pods", c.runningPods); err != nil {
 		return nil, err
 	}
 	var objs []any
 	if namespace == "" {
-		objs = c.pods.GetStore().List()
+		objs = c.runningPods.GetStore().List()
 	} else {
 		var err error
-		objs, err = c.pods.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		objs, err = c.runningPods.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 		if err != nil {
 			return nil, fmt.Errorf("listing cached pods in namespace %q: %w", namespace, err)
 		}
 	}
-	return filterLabels(objs, selector), nil
+	lookup, err := c.meta.PodMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pods' metadata: %w", err)
+	}
+	joined := make([]any, 0, len(objs))
+	for _, o := range objs {
+		if r, ok := o.(*metav1.PartialObjectMetadata); ok {
+			if m, ok := lookup(r.Namespace, r.Name); ok {
+				joined = append(joined, m)
+			}
+		}
+	}
+	return filterLabels(joined, selector), nil
 }
 
-// GetPod implements PodLister.
+// GetPod implements PodLister: a Running pod, with its metadata from the
+// shared pod cache.
 func (c *Cache) GetPod(ctx context.Context, namespace, name string) (*metav1.PartialObjectMetadata, error) {
-	if err := c.ready(ctx, "pods", c.pods); err != nil {
+	if err := c.ready(ctx, "pods", c.runningPods); err != nil {
 		return nil, err
 	}
-	return getCached(c.pods, namespace+"/"+name, schema.GroupResource{Resource: "pods"}, name)
+	gr := schema.GroupResource{Resource: "pods"}
+	if _, err := getCached(c.runningPods, namespace+"/"+name, gr, name); err != nil {
+		return nil, err
+	}
+	lookup, err := c.meta.PodMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the pods' metadata: %w", err)
+	}
+	m, ok := lookup(namespace, name)
+	if !ok {
+		return nil, apierrors.NewNotFound(gr, name)
+	}
+	return m, nil
 }
 
 // ListNodes implements NodeLister.

@@ -20,8 +20,43 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
+
+// sharedPods runs the object cache of the custom metrics path over client,
+// the pod metadata the resource metrics cache shares; stop ends it.
+func sharedPods(t testing.TB, client *metadatafake.FakeMetadataClient) (pods *provider.ObjectCache, stop func()) {
+	t.Helper()
+	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{SyncTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("NewObjectCache: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pods.Run(ctx)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	// Run marks the cache running asynchronously; wait for it (a
+	// cancelled lookup fails at once, with ErrCacheNotRunning until then).
+	cancelled, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := pods.PodMetadata(cancelled); !errors.Is(err, provider.ErrCacheNotRunning) {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("the shared pod cache did not start")
+		}
+	}
+	return pods, stop
+}
 
 func metaObject(kind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{
@@ -59,7 +94,9 @@ func TestCache(t *testing.T) {
 		metaObject("Node", "", "node-1", map[string]string{"zone": "x"}),
 		metaObject("Node", "", "node-2", map[string]string{"zone": "y"}),
 	)
-	c, err := resourcemetrics.NewCache(client, resourcemetrics.CacheOptions{SyncTimeout: 5 * time.Second})
+	shared, stopPods := sharedPods(t, client)
+	defer stopPods()
+	c, err := resourcemetrics.NewCache(client, shared, resourcemetrics.CacheOptions{SyncTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
@@ -118,7 +155,9 @@ func TestCache(t *testing.T) {
 		t.Error("HasSynced = false after serving lists")
 	}
 
-	// Only Running pods are listed and watched, as in metrics-server.
+	// Which pods are Running is listed and watched with a field selector,
+	// as in metrics-server; their metadata comes from the shared cache,
+	// which lists and watches every pod.
 	var podSelectors []string
 	for _, a := range client.Actions() {
 		if a.GetResource().Resource != "pods" {
@@ -131,7 +170,8 @@ func TestCache(t *testing.T) {
 			podSelectors = append(podSelectors, "watch "+a.GetWatchRestrictions().Fields.String())
 		}
 	}
-	if diff := cmp.Diff([]string{"list status.phase=Running", "watch status.phase=Running"}, podSelectors); diff != "" {
+	slices.Sort(podSelectors)
+	if diff := cmp.Diff([]string{"list ", "list status.phase=Running", "watch ", "watch status.phase=Running"}, podSelectors); diff != "" {
 		t.Errorf("pod list/watch field selectors (-want +got):\n%s", diff)
 	}
 }
@@ -142,7 +182,9 @@ func TestCacheSyncTimeout(t *testing.T) {
 	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC says no"))
 	})
-	c, err := resourcemetrics.NewCache(client, resourcemetrics.CacheOptions{SyncTimeout: 100 * time.Millisecond})
+	pods, stopPods := sharedPods(t, client)
+	defer stopPods()
+	c, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
@@ -163,7 +205,9 @@ func TestCacheSyncTimeout(t *testing.T) {
 
 func TestCacheNotRunning(t *testing.T) {
 	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-	c, err := resourcemetrics.NewCache(client, resourcemetrics.CacheOptions{SyncTimeout: 50 * time.Millisecond})
+	pods, stopPods := sharedPods(t, client)
+	defer stopPods()
+	c, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("NewCache: %v", err)
 	}
@@ -173,17 +217,24 @@ func TestCacheNotRunning(t *testing.T) {
 }
 
 func TestNewCacheErrors(t *testing.T) {
-	if _, err := resourcemetrics.NewCache(nil, resourcemetrics.CacheOptions{}); err == nil {
+	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resourcemetrics.NewCache(nil, pods, resourcemetrics.CacheOptions{}); err == nil {
 		t.Error("NewCache(nil) succeeded")
 	}
-	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-	if _, err := resourcemetrics.NewCache(client, resourcemetrics.CacheOptions{SyncTimeout: -time.Second}); err == nil {
+	if _, err := resourcemetrics.NewCache(client, nil, resourcemetrics.CacheOptions{}); err == nil {
+		t.Error("NewCache without pod metadata succeeded")
+	}
+	if _, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: -time.Second}); err == nil {
 		t.Error("NewCache with a negative sync timeout succeeded")
 	}
 }
 
 // The API answers from the caches: however many requests, pods and nodes
-// are listed once (by the informers) and then only watched.
+// are listed once per informer and then only watched.
 func TestAdapterServesFromCache(t *testing.T) {
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
@@ -195,8 +246,11 @@ func TestAdapterServesFromCache(t *testing.T) {
 	)
 	_, fp := testCluster()
 	rs := compileRules(t, testConfig)
+	pods, stopPods := sharedPods(t, client)
+	defer stopPods()
 	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
 		Metadata: client,
+		Pods:     pods,
 		Rules:    func() *naming.RuleSet { return rs },
 		Querier:  newPromClient(t, fp.answer),
 	})
@@ -243,7 +297,9 @@ func TestAdapterServesFromCache(t *testing.T) {
 			lists[act.GetResource().Resource]++
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1}, lists); diff != "" {
+	// One list per informer: the shared pod cache, the Running pods, the
+	// nodes.
+	if diff := cmp.Diff(map[string]int{"pods": 2, "nodes": 1}, lists); diff != "" {
 		t.Errorf("LIST calls after 12 requests (-want +got):\n%s", diff)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,8 +95,13 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	// resourceRules take effect at once).
 	var resources *resourcemetrics.Adapter
 	if rules.ResourceRules() != nil {
+		// One pod cache: metrics.k8s.io reads pod labels from the object
+		// cache of the custom metrics path, warmed now so that its first
+		// request does not wait for the list.
+		objects.Warm(corev1.SchemeGroupVersion.WithResource("pods"))
 		resources, err = resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
 			Metadata: mdClient,
+			Pods:     objects,
 			Rules:    disc.Rules,
 			Querier:  deps.Prometheus,
 		})
