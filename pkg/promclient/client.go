@@ -1,7 +1,8 @@
-// Package prom is promscaler's Prometheus client: the HTTP API (instant
-// queries, series, label names and values) over client_golang's api and
-// api/v1 packages, except that instant query answers are read by a
-// streaming decoder of its own (decode.go). It has an injected
+// Package promclient is promscaler's Prometheus client: the HTTP API
+// (instant queries, series, label names and values) over client_golang's
+// api and api/v1 packages, except that instant query answers are read by a
+// streaming decoder of its own (decode.go, reached only through
+// decodeQuery: see docs/performance.md for what it buys). It has an injected
 // *http.Client, a per-query timeout that is both sent as timeout= and
 // enforced locally, GET or POST (POST automatically when a GET URL would be
 // too long), coalescing of concurrent identical calls (extended, for "now"
@@ -34,7 +35,8 @@ import (
 	"github.com/promscaler/promscaler/internal/servertiming"
 )
 
-// Querier runs an instant PromQL query. A zero ts means "now" as Prometheus
+// Querier runs an instant PromQL query and returns a model.Vector, for
+// discovery and the offline tools. A zero ts means "now" as Prometheus
 // sees it, which is also what lets concurrent identical queries coalesce.
 // A scalar result is returned as a one-sample vector with no labels.
 type Querier interface {
@@ -42,8 +44,9 @@ type Querier interface {
 }
 
 // SampleQuerier runs an instant PromQL query as Querier does and returns
-// the vector as Samples, which cost far less to decode than a model.Vector
-// when the answer has many samples (no map per sample).
+// the vector as Samples (no map per sample). It is the one read of sample
+// values of the request paths: custom and external metrics (pkg/provider)
+// and resource metrics (pkg/resourcemetrics).
 type SampleQuerier interface {
 	QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error)
 }

@@ -18,9 +18,12 @@ import (
 )
 
 // This file decodes the answer of an instant query (/api/v1/query) with a
-// single-pass scanner instead of client_golang's reflection-based decoding
-// (encoding/json under json-iterator, about 9 us per sample): the CPU of a
-// pods/* request over many pods is mostly that decoding.
+// single-pass scanner (scan.go) instead of client_golang's reflection-based
+// decoding. It is a performance work-around of the library, kept for its
+// A/B figures in docs/performance.md. decodeQuery is its one seam:
+// Client.sendQuery calls it and nothing else in the request path does, so
+// going back to the library is replacing that call by client_golang's v1
+// Query.
 //
 // The accepted language and the values produced are those of client_golang
 // (api/prometheus/v1 over encoding/json) on the same body, quirks included,

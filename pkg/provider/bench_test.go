@@ -63,12 +63,22 @@ func BenchmarkPodsStar100Parallel(b *testing.B)  { benchSelectorRequest(b, 100, 
 func BenchmarkPodsStar5000(b *testing.B)         { benchSelectorRequest(b, 5000, false) }
 func BenchmarkPodsStar5000Parallel(b *testing.B) { benchSelectorRequest(b, 5000, true) }
 
-// staticQuerier answers every query with one decoded vector: it isolates
+// staticQuerier answers every query with one decoded answer: it isolates
 // the provider's own cost from HTTP and JSON.
-type staticQuerier struct{ vec model.Vector }
+type staticQuerier struct{ samples promclient.Samples }
 
-func (q staticQuerier) Query(context.Context, string, time.Time) (model.Vector, error) {
-	return q.vec, nil
+func (q staticQuerier) QuerySamples(context.Context, string, time.Time) (promclient.Samples, error) {
+	return q.samples, nil
+}
+
+// podSamples is an answer of one sample per pod, pods[i] with value i/4.
+func podSamples(pods []string) promclient.Samples {
+	out := make(promclient.Samples, 0, len(pods))
+	for i, p := range pods {
+		out = append(out, promclient.Sample{Labels: promclient.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: p}},
+			Value: model.SampleValue(float64(i) / 4), Timestamp: 1764493200000})
+	}
+	return out
 }
 
 // benchOverhead measures the provider alone (index lookup, object listing
@@ -110,18 +120,17 @@ func bigObjectCache(b *testing.B) *provider.ObjectCache {
 // benchOverheadWith is benchOverhead over any lister of n selected pods,
 // with the selector of request i from selFor (app=worker when nil).
 func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor func(i int) labels.Selector) {
-	vec := make(model.Vector, 0, n)
+	pods := make([]string, n)
 	for i := range n {
-		vec = append(vec, &model.Sample{Metric: model.Metric{"pod_name": model.LabelValue(podName(i))},
-			Value: model.SampleValue(float64(i) / 4), Timestamp: 1764493200000})
+		pods[i] = podName(i)
 	}
-	runOverhead(b, n, objs, staticQuerier{vec: vec}, selFor)
+	runOverhead(b, n, objs, staticQuerier{podSamples(pods)}, selFor)
 }
 
 // runOverhead measures the provider's pods/* requests over objs (n pods
 // selected) answered by q, with the selector of request i from selFor
 // (app=worker when nil).
-func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q promclient.Querier, selFor func(i int) labels.Selector) {
+func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q promclient.SampleQuerier, selFor func(i int) labels.Selector) {
 	mapper := testMapper()
 	rs, err := naming.Compile(testConfig(), mapper)
 	if err != nil {
@@ -240,38 +249,25 @@ func BenchmarkQuantity(b *testing.B) {
 	}
 }
 
-// staticSampleQuerier answers every query with one decoded vector, also as
-// promclient.Samples (what the provider asks the real client for).
-type staticSampleQuerier struct {
-	staticQuerier
-	samples promclient.Samples
-}
-
-func (q staticSampleQuerier) QuerySamples(context.Context, string, time.Time) (promclient.Samples, error) {
-	return q.samples, nil
-}
-
-// benchOverheadSamples is runOverhead over the object cache with a
-// querier giving Samples, their order scrambled when shuffled.
-func benchOverheadSamples(b *testing.B, shuffled bool) {
+// benchOverheadCached is runOverhead over the object cache, samples in the
+// order of the names or, when shuffled, scrambled.
+func benchOverheadCached(b *testing.B, shuffled bool) {
 	const n = 5000
-	q := staticSampleQuerier{samples: make(promclient.Samples, 0, n)}
+	pods := make([]string, n)
 	for i := range n {
 		j := i
 		if shuffled {
 			j = i * 7919 % n
 		}
-		q.samples = append(q.samples, promclient.Sample{Labels: promclient.Labels{{Name: "namespace", Value: "big"}, {Name: "pod_name", Value: podName(j)}},
-			Value: model.SampleValue(float64(j) / 4), Timestamp: 1764493200000})
+		pods[i] = podName(j)
 	}
-	runOverhead(b, n, bigObjectCache(b), q, nil)
+	runOverhead(b, n, bigObjectCache(b), staticQuerier{podSamples(pods)}, nil)
 }
 
 // BenchmarkOverheadPodsStar5000Samples is the provider alone as the adapter
-// runs it: names from the object cache, samples as promclient.Samples in the
-// order of the names.
-func BenchmarkOverheadPodsStar5000Samples(b *testing.B) { benchOverheadSamples(b, false) }
+// runs it: names from the object cache, samples in the order of the names.
+func BenchmarkOverheadPodsStar5000Samples(b *testing.B) { benchOverheadCached(b, false) }
 
 // BenchmarkOverheadPodsStar5000SamplesShuffled is the same with the samples
 // in random order (pods with generated names).
-func BenchmarkOverheadPodsStar5000SamplesShuffled(b *testing.B) { benchOverheadSamples(b, true) }
+func BenchmarkOverheadPodsStar5000SamplesShuffled(b *testing.B) { benchOverheadCached(b, true) }

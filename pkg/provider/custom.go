@@ -22,7 +22,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/naming"
-	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
@@ -265,34 +264,19 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index,
 		nanAsZero: t.entry.Rule.NaNAsZero(), found: make([]point, len(names))}
 	start := time.Now()
-	n := 0
 	// The samples are shared with coalesced callers: read-only.
-	if sq, ok := p.querier.(promclient.SampleQuerier); ok {
-		// No map per sample: the cheaper form for answers of many samples.
-		smps, err := sq.QuerySamples(ctx, q.Expr, time.Time{})
-		if err != nil {
-			return nil, apistatus.FromError(ctx, t.what(), err)
-		}
-		n = len(smps)
-		for i := range smps {
-			s := &smps[i]
-			name, _ := s.Labels.Get(q.ResourceLabel)
-			m.add(name, s.Value, s.Timestamp)
-		}
-	} else {
-		vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
-		if err != nil {
-			return nil, apistatus.FromError(ctx, t.what(), err)
-		}
-		n = len(vec)
-		resLabel := model.LabelName(q.ResourceLabel)
-		for _, s := range vec {
-			m.add(string(s.Metric[resLabel]), s.Value, s.Timestamp)
-		}
+	smps, err := p.querier.QuerySamples(ctx, q.Expr, time.Time{})
+	if err != nil {
+		return nil, apistatus.FromError(ctx, t.what(), err)
+	}
+	for i := range smps {
+		s := &smps[i]
+		name, _ := s.Labels.Get(q.ResourceLabel)
+		m.add(name, s.Value, s.Timestamp)
 	}
 	klog.V(4).InfoS("Custom metrics query", "metric", t.metric, "resource", t.gr(), "namespace", namespace,
 		"objects", len(names), "allObjects", q.AllObjects, "rule", t.entry.Rule.Path(),
-		"queryBytes", len(q.Expr), "samples", n, "duration", time.Since(start))
+		"queryBytes", len(q.Expr), "samples", len(smps), "duration", time.Since(start))
 	return m.found, nil
 }
 

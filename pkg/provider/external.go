@@ -122,19 +122,19 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		return nil, err
 	}
 	start := time.Now()
-	vec, err := p.querier.Query(ctx, q.Expr, time.Time{})
+	smps, err := p.querier.QuerySamples(ctx, q.Expr, time.Time{})
 	if err != nil {
 		return nil, apistatus.FromError(ctx, t.what(), err)
 	}
 	klog.V(4).InfoS("External metrics query", "metric", t.metric, "namespace", namespace, "source", t.path,
-		"queryBytes", len(q.Expr), "samples", len(vec), "duration", time.Since(start))
+		"queryBytes", len(q.Expr), "samples", len(smps), "duration", time.Since(start))
 
-	list := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(vec))}
-	samples := vec
-	if len(vec) > 1 {
-		// Stable answers: order by labels. The vector is shared with
-		// coalesced callers, so sort a copy.
-		samples = slices.Clone(vec)
+	list := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(smps))}
+	// The samples are shared with coalesced callers: read-only. Each
+	// becomes a model.Sample with its labels as a map (external answers
+	// are small), and, for stable answers, they are ordered by labels.
+	samples := smps.Vector()
+	if len(samples) > 1 {
 		keys := make(map[*model.Sample]string, len(samples))
 		for _, s := range samples {
 			keys[s] = s.Metric.String()

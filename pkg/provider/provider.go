@@ -87,9 +87,8 @@ type Config struct {
 	Rules func() *naming.RuleSet
 	// Querier runs instant queries; pass the *promclient.Client, which coalesces
 	// concurrent identical queries and enforces the per-query timeout.
-	// Custom metrics are read with QuerySamples when the querier is also a
-	// promclient.SampleQuerier (as *promclient.Client is), with Query otherwise.
-	Querier promclient.Querier
+	// Custom and external metrics are both read with QuerySamples.
+	Querier promclient.SampleQuerier
 	// Objects lists the objects of `*` requests; pass an *ObjectCache.
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
@@ -130,7 +129,7 @@ const ListRefreshWait = 2 * time.Second
 type Provider struct {
 	index    func() MetricIndex
 	rules    func() *naming.RuleSet
-	querier  promclient.Querier
+	querier  promclient.SampleQuerier
 	objects  ObjectLister
 	resolver *resolver
 	clock    clock.PassiveClock

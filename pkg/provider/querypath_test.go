@@ -9,105 +9,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
-	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
-	"github.com/promscaler/promscaler/pkg/provider/fake"
 )
-
-// vectorOnly hides the client's QuerySamples: the provider then reads
-// model.Vector answers, as from any querier implementing only promclient.Querier.
-type vectorOnly struct{ q promclient.Querier }
-
-func (v vectorOnly) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
-	return v.q.Query(ctx, query, ts)
-}
-
-// TestSamplesAndVectorPathsAgree checks that the provider answers the same
-// whether its querier gives Samples (promclient.SampleQuerier) or only vectors.
-func TestSamplesAndVectorPathsAgree(t *testing.T) {
-	objs := testObjects()
-	var names []string
-	for i := range 300 {
-		names = append(names, podName(i))
-		objs.Add(podsGR, fake.Object{Namespace: "big", Name: podName(i), Labels: map[string]string{"app": "worker"}})
-	}
-	inOrder := make([]sample, 0, len(names))
-	for i, n := range names {
-		inOrder = append(inOrder, sample{map[string]string{"pod_name": n}, fmt.Sprint(float64(i) / 4), 1764493200})
-	}
-	// Scrambled, with objects not asked for, a sample without the
-	// resource label, non-finite values and repeated objects.
-	var scrambled []sample
-	for i := range names {
-		j := i * 7 % len(names)
-		switch {
-		case j%10 == 3:
-			continue // no sample
-		case j%10 == 5:
-			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "NaN", 1764493200})
-		case j%10 == 7:
-			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "+Inf", 1764493200})
-			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "7", 1764493201})
-			scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j]}, "8", 1764493202})
-		}
-		scrambled = append(scrambled, sample{map[string]string{"pod_name": names[j], "namespace": "big"}, fmt.Sprint(j), 1764493200.5})
-		if i%50 == 0 {
-			scrambled = append(scrambled, sample{map[string]string{"pod_name": fmt.Sprintf("gone-%d", i)}, "1", 1764493200})
-			scrambled = append(scrambled, sample{map[string]string{"other": "x"}, "1", 1764493200})
-		}
-	}
-	answers := map[string]string{
-		"in order":  vector(inOrder...),
-		"scrambled": vector(scrambled...),
-		"empty":     vector(),
-	}
-	for name, answer := range answers {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, envOptions{answer: always(http.StatusOK, answer), objects: objs, fpmNamespaces: []string{"big"}})
-			vp, err := provider.New(provider.Config{
-				Index:   provider.IndexSource(func() *discovery.Index { return e.index }),
-				Rules:   func() *naming.RuleSet { return e.rules },
-				Querier: vectorOnly{e.prom.client(t, 5*time.Second, e.metrics)},
-				Objects: objs,
-				Mapper:  testMapper(),
-				Clock:   clocktesting.NewFakePassiveClock(fixedNow),
-			})
-			if err != nil {
-				t.Fatalf("provider.New: %v", err)
-			}
-			for _, sel := range []string{"app=worker", "app!=web"} {
-				want, wantErr := vp.GetMetricBySelector(context.Background(), "big", mustSelector(t, sel), fpmInfo, labels.Everything())
-				got, gotErr := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, sel), fpmInfo, labels.Everything())
-				if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); diff != "" {
-					t.Errorf("%s: error (-vectors +samples):\n%s", sel, diff)
-				}
-				if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
-					t.Errorf("%s: list (-vectors +samples):\n%s", sel, diff)
-				}
-			}
-			for _, n := range []string{names[0], names[3], names[5], names[7], names[299], "nobody"} {
-				name := types.NamespacedName{Namespace: "big", Name: n}
-				want, wantErr := vp.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything())
-				got, gotErr := e.prov.GetMetricByName(context.Background(), name, fpmInfo, labels.Everything())
-				if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(gotErr)); diff != "" {
-					t.Errorf("%s: error (-vectors +samples):\n%s", n, diff)
-				}
-				if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
-					t.Errorf("%s: value (-vectors +samples):\n%s", n, diff)
-				}
-			}
-		})
-	}
-}
 
 // TestObjectCacheListsStayIntact checks that requests served from the object
 // cache's kept lists (which the provider reads without copying) leave them

@@ -25,7 +25,7 @@ type AdapterConfig struct {
 	// every request, so hot reloads take effect at once.
 	Rules func() *naming.RuleSet
 	// Querier is the shared Prometheus client.
-	Querier promclient.Querier
+	Querier promclient.SampleQuerier
 	// Clock; nil means the real clock.
 	Clock clock.PassiveClock
 	// Cache and Source tuning; zero values mean the defaults.

@@ -117,7 +117,7 @@ func newPromClient(t testing.TB, answer func(query string) (int, string)) *promc
 // newServer builds a generic API server (no authentication or
 // authorization, not listening) with the OpenAPI configuration
 // SetOpenAPIConfig gives an adapter, and installs the API on it.
-func newServer(t testing.TB, objs *fakeObjects, q promclient.Querier) http.Handler {
+func newServer(t testing.TB, objs *fakeObjects, q promclient.SampleQuerier) http.Handler {
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: q})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/internal/cputime"
@@ -75,27 +74,12 @@ func reportCPU(b *testing.B, cpu0 time.Duration) {
 	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 }
 
-// staticQuerier answers each query from precomputed vectors: no HTTP, no
+// staticQuerier answers each query from precomputed answers: no HTTP, no
 // JSON, so a benchmark measures this package alone.
-type staticQuerier map[string]model.Vector
+type staticQuerier map[string]promclient.Samples
 
-func (s staticQuerier) Query(_ context.Context, q string, _ time.Time) (model.Vector, error) {
+func (s staticQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (promclient.Samples, error) {
 	v, ok := s[q]
-	if !ok {
-		return nil, fmt.Errorf("no answer for %q", q)
-	}
-	return v, nil
-}
-
-// staticSampleQuerier is a staticQuerier that is also a promclient.SampleQuerier,
-// as the real client is, answering the same vectors as Samples.
-type staticSampleQuerier struct {
-	staticQuerier
-	samples map[string]promclient.Samples
-}
-
-func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (promclient.Samples, error) {
-	v, ok := s.samples[q]
 	if !ok {
 		return nil, fmt.Errorf("no answer for %q", q)
 	}
@@ -104,28 +88,8 @@ func (s staticSampleQuerier) QuerySamples(_ context.Context, q string, _ time.Ti
 
 // BenchmarkOverheadPodMetrics10k: Source alone over 10,000 pods in 100
 // namespaces (rendering 200 queries, grouping 40,000 samples, building
-// 10,000 PodMetrics), with a static querier that has Query only (a
-// model.Vector per answer).
+// 10,000 PodMetrics), with a static querier.
 func BenchmarkOverheadPodMetrics10k(b *testing.B) {
-	benchOverheadPodMetrics10k(b, func(static staticQuerier) promclient.Querier { return static })
-}
-
-// BenchmarkOverheadPodMetrics10kSamples: BenchmarkOverheadPodMetrics10k
-// with a static querier that is also a promclient.SampleQuerier (Samples per
-// answer), as the real client is.
-func BenchmarkOverheadPodMetrics10kSamples(b *testing.B) {
-	benchOverheadPodMetrics10k(b, func(static staticQuerier) promclient.Querier {
-		sq := staticSampleQuerier{staticQuerier: static, samples: make(map[string]promclient.Samples, len(static))}
-		for q, vec := range static {
-			sq.samples[q] = toSamples(vec)
-		}
-		return sq
-	})
-}
-
-// benchOverheadPodMetrics10k measures Source alone with the querier
-// querier makes of static, the answers of the queries for 10,000 pods.
-func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier) promclient.Querier) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := &fakeProm{ts: fp.ts, series: fp.series}
@@ -139,9 +103,10 @@ func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier)
 	}
 	static := staticQuerier{}
 	for _, q := range rec.Queries() {
-		static[q], _ = fp.eval(q)
+		vec, _ := fp.eval(q)
+		static[q] = toSamples(vec)
 	}
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: querier(static)})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: static})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,8 +123,8 @@ func benchOverheadPodMetrics10k(b *testing.B, querier func(static staticQuerier)
 }
 
 // BenchmarkSourcePodMetrics10k: the metrics of 10,000 pods in 100
-// namespaces (200 Prometheus queries through the real client, which is a
-// promclient.SampleQuerier: its compact decoding is measured).
+// namespaces (200 Prometheus queries through the real client, its
+// decoding included).
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)

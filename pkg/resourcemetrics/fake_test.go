@@ -56,7 +56,7 @@ func nodeSeries(metric, node string, v float64) series {
 
 // fakeProm evaluates the queries of testConfig over a fixed set of samples:
 // it picks the series by metric name and applies the matchers inside the
-// braces. It is a promclient.Querier and, through answer and the promtest kit,
+// braces. It is a promclient.SampleQuerier and, through answer and the promtest kit,
 // a Prometheus HTTP API.
 type fakeProm struct {
 	ts     time.Time
@@ -81,6 +81,16 @@ func (f *fakeProm) Query(_ context.Context, q string, _ time.Time) (model.Vector
 		return nil, err
 	}
 	return f.eval(q)
+}
+
+// QuerySamples answers what Query does, as Samples (see toSamples), as
+// the real client does.
+func (f *fakeProm) QuerySamples(ctx context.Context, q string, ts time.Time) (promclient.Samples, error) {
+	vec, err := f.Query(ctx, q, ts)
+	if err != nil {
+		return nil, err
+	}
+	return toSamples(vec), nil
 }
 
 func (f *fakeProm) Queries() []string {
@@ -188,36 +198,6 @@ func (f *fakeProm) answer(q string) (int, string) {
 	return code, string(b)
 }
 
-// samplesProm is a fakeProm that is also a promclient.SampleQuerier, as the real
-// client is; it records which of Query and QuerySamples was called.
-type samplesProm struct {
-	*fakeProm
-
-	mu                            sync.Mutex
-	queryCalls, querySamplesCalls int
-}
-
-var _ promclient.SampleQuerier = (*samplesProm)(nil)
-
-func (f *samplesProm) Query(ctx context.Context, q string, ts time.Time) (model.Vector, error) {
-	f.mu.Lock()
-	f.queryCalls++
-	f.mu.Unlock()
-	return f.fakeProm.Query(ctx, q, ts)
-}
-
-// QuerySamples answers what Query does, as Samples (see toSamples).
-func (f *samplesProm) QuerySamples(ctx context.Context, q string, ts time.Time) (promclient.Samples, error) {
-	f.mu.Lock()
-	f.querySamplesCalls++
-	f.mu.Unlock()
-	vec, err := f.fakeProm.Query(ctx, q, ts)
-	if err != nil {
-		return nil, err
-	}
-	return toSamples(vec), nil
-}
-
 // toSamples returns vec as Samples, with the labels of each sample sorted
 // by name as Prometheus sends them.
 func toSamples(vec model.Vector) promclient.Samples {
@@ -231,11 +211,4 @@ func toSamples(vec model.Vector) promclient.Samples {
 		out[i] = promclient.Sample{Labels: lbls, Value: smp.Value, Timestamp: smp.Timestamp}
 	}
 	return out
-}
-
-// calls returns how many times Query and QuerySamples were called.
-func (f *samplesProm) calls() (query, querySamples int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.queryCalls, f.querySamplesCalls
 }

@@ -48,10 +48,8 @@ type SourceConfig struct {
 	// reload); its ResourceRules are used.
 	Rules func() *naming.RuleSet
 	// Querier runs instant queries; pass the *promclient.Client, which coalesces
-	// identical concurrent queries and enforces the per-query timeout. A
-	// Querier that is also a promclient.SampleQuerier (the *promclient.Client is) is
-	// asked for Samples, which decode with no map per sample.
-	Querier promclient.Querier
+	// identical concurrent queries and enforces the per-query timeout.
+	Querier promclient.SampleQuerier
 	// Clock stamps the objects' creationTimestamp, as metrics-server does.
 	// Nil means the real clock.
 	Clock clock.PassiveClock
@@ -65,7 +63,7 @@ type SourceConfig struct {
 // concurrent use.
 type Source struct {
 	rules       func() *naming.RuleSet
-	querier     promclient.Querier
+	querier     promclient.SampleQuerier
 	clock       clock.PassiveClock
 	maxNames    int
 	parallelism int
@@ -294,53 +292,30 @@ func (s *Source) request(namespace string, names []string) naming.ResourceReques
 	return naming.ResourceRequest{Namespace: namespace, Names: slices.Compact(sorted)}
 }
 
-// answer is the vector an instant query returned: Samples when the querier
-// gives them (promclient.SampleQuerier, as the *promclient.Client does), which decode
-// with no map per sample, else the model.Vector of promclient.Querier. It is
-// shared with coalesced callers: read-only. The label values it returns
-// may be kept: they are never rewritten (a Samples value keeps its chunk
-// of the answer alive while kept; here, the container names until the
-// response is written).
-type answer struct {
-	samples promclient.Samples
-	vector  model.Vector // when the querier is not a promclient.SampleQuerier
-}
+// answer is the vector an instant query returned. It is shared with
+// coalesced callers: read-only. The label values it returns may be kept:
+// they are never rewritten (a value keeps its chunk of the answer alive
+// while kept; here, the container names until the response is written).
+type answer promclient.Samples
 
 // query runs the instant query expr at "now".
 func (s *Source) query(ctx context.Context, expr string) (answer, error) {
-	if sq, ok := s.querier.(promclient.SampleQuerier); ok {
-		smps, err := sq.QuerySamples(ctx, expr, time.Time{})
-		return answer{samples: smps}, err
-	}
-	vec, err := s.querier.Query(ctx, expr, time.Time{})
-	return answer{vector: vec}, err
+	smps, err := s.querier.QuerySamples(ctx, expr, time.Time{})
+	return answer(smps), err
 }
 
 // len returns the number of samples.
-func (a *answer) len() int {
-	if a.vector != nil {
-		return len(a.vector)
-	}
-	return len(a.samples)
-}
+func (a answer) len() int { return len(a) }
 
 // label returns the value of label name of sample i; "" when it has none.
-func (a *answer) label(i int, name string) string {
-	if a.vector != nil {
-		return string(a.vector[i].Metric[model.LabelName(name)])
-	}
-	v, _ := a.samples[i].Labels.Get(name)
+func (a answer) label(i int, name string) string {
+	v, _ := a[i].Labels.Get(name)
 	return v
 }
 
 // point returns the value and timestamp of sample i.
-func (a *answer) point(i int) point {
-	if a.vector != nil {
-		smp := a.vector[i]
-		return point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
-	}
-	smp := &a.samples[i]
-	return point{value: float64(smp.Value), ts: smp.Timestamp.Time()}
+func (a answer) point(i int) point {
+	return point{value: float64(a[i].Value), ts: a[i].Timestamp.Time()}
 }
 
 // queryContainers runs a rule's containerQuery and groups the samples by pod

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/metrics/pkg/apis/metrics"
@@ -57,7 +56,7 @@ func nodeLines(items []metrics.NodeMetrics) []string {
 	return out
 }
 
-func newSource(t *testing.T, q promclient.Querier, maxNames int) *resourcemetrics.Source {
+func newSource(t *testing.T, q promclient.SampleQuerier, maxNames int) *resourcemetrics.Source {
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
@@ -72,23 +71,13 @@ func newSource(t *testing.T, q promclient.Querier, maxNames int) *resourcemetric
 	return s
 }
 
-// forEachQuerier runs test with each form of querier a Source must answer
-// alike from, each over its own fake (fp, whose Queries are the queries
-// sent): the fake itself, which has Query only; the fake as a
-// promclient.SampleQuerier, which the Source must ask for Samples only (checked
-// here); and the real client talking to the fake over HTTP.
-func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q promclient.Querier)) {
-	t.Run("Query", func(t *testing.T) {
+// forEachQuerier runs test with each querier a Source must answer alike
+// from, each over its own fake (fp, whose Queries are the queries sent):
+// the fake itself, and the real client talking to the fake over HTTP.
+func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q promclient.SampleQuerier)) {
+	t.Run("fake", func(t *testing.T) {
 		fp := newFake()
 		test(t, fp, fp)
-	})
-	t.Run("QuerySamples", func(t *testing.T) {
-		fp := newFake()
-		sp := &samplesProm{fakeProm: fp}
-		test(t, fp, sp)
-		if nq, ns := sp.calls(); nq != 0 || ns != len(fp.Queries()) {
-			t.Errorf("%d Query and %d QuerySamples calls for %d queries, want QuerySamples only", nq, ns, len(fp.Queries()))
-		}
 	})
 	t.Run("promclient.Client", func(t *testing.T) {
 		fp := newFake()
@@ -246,7 +235,7 @@ func TestGetPodMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series} }, func(t *testing.T, _ *fakeProm, q promclient.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series} }, func(t *testing.T, _ *fakeProm, q promclient.SampleQuerier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetPodMetrics(context.Background(), tc.pods)
 				if err != nil {
@@ -336,7 +325,7 @@ func TestPodQueries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: ss} }, func(t *testing.T, fp *fakeProm, q promclient.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: ss} }, func(t *testing.T, fp *fakeProm, q promclient.SampleQuerier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetPodMetrics(context.Background(), pods)
 				if err != nil {
@@ -440,7 +429,7 @@ func TestGetNodeMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series, unselected: tc.unselected} }, func(t *testing.T, fp *fakeProm, q promclient.Querier) {
+			forEachQuerier(t, func() *fakeProm { return &fakeProm{ts: sampleTime, series: tc.series, unselected: tc.unselected} }, func(t *testing.T, fp *fakeProm, q promclient.SampleQuerier) {
 				s := newSource(t, q, tc.maxNames)
 				got, err := s.GetNodeMetrics(context.Background(), tc.nodes)
 				if err != nil {
@@ -471,32 +460,21 @@ func TestGetNodeMetrics(t *testing.T) {
 
 func TestSourceErrors(t *testing.T) {
 	promErr := &promclient.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
-	for _, kind := range []string{"Query", "QuerySamples"} {
-		t.Run("a Prometheus error is an error, never an empty answer: "+kind, func(t *testing.T) {
-			fp := &fakeProm{ts: sampleTime, err: promErr}
-			var q promclient.Querier = fp
-			if kind == "QuerySamples" {
-				q = &samplesProm{fakeProm: fp}
-			}
-			s := newSource(t, q, 0)
-			_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
-			var qe *resourcemetrics.QueryError
-			if !errors.As(err, &qe) || !errors.Is(err, promErr) {
-				t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
-			}
-			if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
-				t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
-			}
-			if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
-				t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
-			}
-			if sp, ok := q.(*samplesProm); ok {
-				if nq, ns := sp.calls(); nq != 0 || ns == 0 {
-					t.Errorf("%d Query and %d QuerySamples calls, want QuerySamples only", nq, ns)
-				}
-			}
-		})
-	}
+	t.Run("a Prometheus error is an error, never an empty answer", func(t *testing.T) {
+		fp := &fakeProm{ts: sampleTime, err: promErr}
+		s := newSource(t, fp, 0)
+		_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
+		var qe *resourcemetrics.QueryError
+		if !errors.As(err, &qe) || !errors.Is(err, promErr) {
+			t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
+		}
+		if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
+			t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
+		}
+		if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
+			t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
+		}
+	})
 	t.Run("no resourceRules", func(t *testing.T) {
 		rs := compileRules(t, "rules: []\n")
 		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
@@ -540,7 +518,7 @@ type countingQuerier struct {
 	inFlight, maxInFlight int
 }
 
-func (c *countingQuerier) Query(ctx context.Context, q string, ts time.Time) (model.Vector, error) {
+func (c *countingQuerier) QuerySamples(ctx context.Context, q string, ts time.Time) (promclient.Samples, error) {
 	c.mu.Lock()
 	c.inFlight++
 	c.maxInFlight = max(c.maxInFlight, c.inFlight)
@@ -551,7 +529,7 @@ func (c *countingQuerier) Query(ctx context.Context, q string, ts time.Time) (mo
 		c.inFlight--
 		c.mu.Unlock()
 	}()
-	return c.inner.Query(ctx, q, ts)
+	return c.inner.QuerySamples(ctx, q, ts)
 }
 
 func TestParallelismBound(t *testing.T) {
