@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -31,6 +32,7 @@ import (
 	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/reload"
@@ -145,6 +147,16 @@ type Config struct {
 	// Metrics is the adapter's own registry, served on /metrics; nil means
 	// a new one.
 	Metrics *metrics.Metrics
+
+	// MetricsSerializer wraps the metrics groups' negotiated serializer;
+	// nil means apiencode.NewNegotiatedSerializer (the metric lists written
+	// as JSON directly; its A/B is in docs/performance.md).
+	MetricsSerializer func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer
+
+	// libraryMetricsAPIs installs the metrics groups with the library's own
+	// installer and serializer instead: the reference the tests compare the
+	// served answers against.
+	libraryMetricsAPIs bool
 }
 
 // maxAge is the effective discovery look-back.
@@ -254,11 +266,28 @@ func (c *Config) Complete() (*Server, error) {
 		chain = withReadyzDetails(chain, func() []string { return details() })
 		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
 	}
-	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, custom, external)
+	var libCustom cmprovider.CustomMetricsProvider
+	var libExternal cmprovider.ExternalMetricsProvider
+	if c.libraryMetricsAPIs {
+		libCustom, libExternal = custom, external
+	}
+	// Without providers New installs neither metrics group: they are
+	// installed below, as the library does but with the lists' serializer
+	// wrapped.
+	apiServer, err := c.APIServer.Complete(c.Informers).New(c.Name, libCustom, libExternal)
 	if err != nil {
 		return nil, fmt.Errorf("building the API server: %w", err)
 	}
 	gs := apiServer.GenericAPIServer
+	if !c.libraryMetricsAPIs {
+		serializer := c.MetricsSerializer
+		if serializer == nil {
+			serializer = apiencode.NewNegotiatedSerializer
+		}
+		if err := installMetricsAPIs(gs, serializer, custom, external); err != nil {
+			return nil, err
+		}
+	}
 	// The generic server registers its request metrics only when it serves
 	// /metrics itself; register them for the merged /metrics below.
 	apimetrics.Register()
