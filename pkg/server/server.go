@@ -259,8 +259,9 @@ func (c *Config) Complete() (*Server, error) {
 	var details func() []string
 	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Innermost, next to the API handler: the Prometheus wait
-		// announced in Server-Timing.
-		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(h), gc)
+		// announced in Server-Timing, and a 400 for an unparsable
+		// metricLabelSelector (selectors.go).
+		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(badMetricLabelSelector(h)), gc)
 		// details is read per request: it is set once Complete has built
 		// the watcher, before the server runs.
 		chain = withReadyzDetails(chain, func() []string { return details() })
