@@ -54,6 +54,11 @@ type DiscoveryRule struct {
 	// NaNAsZero is a promscaler addition overriding Config.NaNAsZero for
 	// this rule; nil means the global setting.
 	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
+
+	// Backend is a promscaler addition: the name of the Prometheus-compatible
+	// backend the rule discovers its series in and queries (--backends-config);
+	// "" (and "default") is the backend of the --prometheus-* flags.
+	Backend string `yaml:"backend,omitempty"`
 }
 
 // RegexFilter keeps series whose name matches Is, or drops those matching
@@ -103,6 +108,9 @@ type ResourceRules struct {
 	// Window is the Prometheus duration (e.g. "5m") handed to the templates
 	// as .Window and reported as the API window.
 	Window string `yaml:"window,omitempty"`
+	// Backend is a promscaler addition: the backend the CPU and memory
+	// queries are sent to, as DiscoveryRule.Backend.
+	Backend string `yaml:"backend,omitempty"`
 }
 
 // ResourceRule configures one resource (CPU or memory).
@@ -136,6 +144,8 @@ type ExternalQuery struct {
 	// NaNAsZero overrides Config.NaNAsZero for this entry; nil means the
 	// global setting.
 	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
+	// Backend is the backend the query is sent to, as DiscoveryRule.Backend.
+	Backend string `yaml:"backend,omitempty"`
 }
 
 // NaNIsZero resolves a rule's or externalQueries entry's nanAsZero

@@ -22,7 +22,12 @@ type ResourceRules struct {
 	// CPU and Memory are the per-resource rules.
 	CPU, Memory *ResourceRule
 	window      string
+	backend     string
 }
+
+// Backend returns the name of the backend the CPU and memory queries are
+// sent to.
+func (r *ResourceRules) Backend() string { return r.backend }
 
 // Window returns the configured window as written (e.g. "5m"; "" when
 // unset). It is rendered as .Window.
@@ -104,7 +109,7 @@ func compileResourceRules(c *config.ResourceRules, rest meta.RESTMapper) (*Resou
 	if err := errors.Join(errc, errm); err != nil {
 		return nil, nil, err
 	}
-	return &ResourceRules{CPU: cpu, Memory: mem, window: c.Window}, append(wc, wm...), nil
+	return &ResourceRules{CPU: cpu, Memory: mem, window: c.Window, backend: config.BackendOrDefault(c.Backend)}, append(wc, wm...), nil
 }
 
 func compileResourceRule(path string, c config.ResourceRule, window string, rest meta.RESTMapper) (*ResourceRule, []string, error) {

@@ -70,6 +70,7 @@ type Rule struct {
 	defaultValue *string
 	nanAsZero    bool
 	tenant       *tenancy.Enforcer // team rules only (RuleSet.ConfineTo)
+	backend      string
 }
 
 // Path returns the rule's place in the configuration, e.g. "rules[3]" or
@@ -116,6 +117,10 @@ func (r *Rule) DefaultValue() (string, bool) {
 // NaNAsZero reports whether a NaN sample of the rule is answered as 0
 // (nanAsZero of the rule, else of the configuration, default true).
 func (r *Rule) NaNAsZero() bool { return r.nanAsZero }
+
+// Backend returns the name of the backend the rule discovers its series in
+// and queries (config.DefaultBackend when the rule names none).
+func (r *Rule) Backend() string { return r.backend }
 
 // Resources returns the rule's label <-> resource mapper.
 func (r *Rule) Resources() *ResourceMapper { return r.resources }
@@ -250,6 +255,7 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		seriesQuery:  cfg.SeriesQuery,
 		namespaced:   true,
 		defaultValue: cfg.DefaultValue,
+		backend:      config.BackendOrDefault(cfg.Backend),
 	}
 	if kind == KindExternal {
 		r.namespaced = cfg.Resources.IsNamespaced()

@@ -213,12 +213,13 @@ type ExternalQuery struct {
 	nsLabel      string // "" when not namespaced
 	defaultValue *string
 	nanAsZero    bool
+	backend      string
 }
 
 func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error) {
 	path := fmt.Sprintf("externalQueries[%d]", i)
 	var errs []error
-	q := &ExternalQuery{path: path, name: c.Name, defaultValue: c.DefaultValue}
+	q := &ExternalQuery{path: path, name: c.Name, defaultValue: c.DefaultValue, backend: config.BackendOrDefault(c.Backend)}
 	if strings.TrimSpace(c.Name) == "" {
 		errs = append(errs, fmt.Errorf("%s.name: must not be empty", path))
 	}
@@ -242,6 +243,9 @@ func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error)
 // Path returns the entry's place in the configuration, e.g.
 // "externalQueries[0]".
 func (q *ExternalQuery) Path() string { return q.path }
+
+// Backend returns the name of the backend the query is sent to.
+func (q *ExternalQuery) Backend() string { return q.backend }
 
 // Name returns the external metric name served.
 func (q *ExternalQuery) Name() string { return q.name }

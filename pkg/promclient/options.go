@@ -61,6 +61,9 @@ type Options struct {
 	// ProxyURL is the HTTP proxy to Prometheus; empty means the
 	// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY).
 	ProxyURL string
+	// BackendsFile is a BackendsFile defining more backends, which rules
+	// name with their backend: key; empty means none.
+	BackendsFile string
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -105,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
 	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
+	fs.StringVar(&o.BackendsFile, "backends-config", o.BackendsFile, "File defining more Prometheus-compatible backends (Thanos, Mimir/Cortex tenants, VictoriaMetrics, other Prometheus servers), each with its own URL, TLS, authorization, headers and timeout; a rule names one with its backend: key. The --prometheus-* flags define the backend named default.")
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
@@ -190,6 +194,11 @@ func (o *Options) Validate() []error {
 			add("--prometheus-header[%d]: %v", i, err)
 		}
 	}
+	if o.BackendsFile != "" {
+		if _, err := LoadBackends(o.BackendsFile, Backend{}); err != nil {
+			add("--backends-config: %w", err)
+		}
+	}
 	return errs
 }
 
@@ -239,6 +248,24 @@ func (o *Options) Backend() (Backend, error) {
 		b.InCluster = true
 	}
 	return b, nil
+}
+
+// Backends returns the default backend (Backend) followed by those of
+// --backends-config, in the file's order.
+func (o *Options) Backends() ([]Backend, error) {
+	def, err := o.Backend()
+	if err != nil {
+		return nil, err
+	}
+	out := []Backend{def}
+	if o.BackendsFile == "" {
+		return out, nil
+	}
+	more, err := LoadBackends(o.BackendsFile, def)
+	if err != nil {
+		return nil, fmt.Errorf("--backends-config: %w", err)
+	}
+	return append(out, more...), nil
 }
 
 // NewClient builds the Prometheus client from validated options, for
