@@ -105,6 +105,10 @@ type Metrics struct {
 	// DiscoveryFailures counts failed discoveries of a rule (the rule keeps
 	// its last good result). Labels: api, rule.
 	DiscoveryFailures *prometheus.CounterVec
+	// DiscoveryBackendUp is 1 when the last discovery pass got an answer
+	// from the backend for every seriesQuery of its rules, 0 when one
+	// failed. Labels: backend.
+	DiscoveryBackendUp *prometheus.GaugeVec
 	// MetricConflicts is the number of (resource, metric) pairs produced by
 	// more than one rule in the current index. Labels: api.
 	MetricConflicts *prometheus.GaugeVec
@@ -180,6 +184,10 @@ func New() *Metrics {
 			Namespace: Namespace, Subsystem: "discovery", Name: "rule_failures_total",
 			Help: "Failed discoveries of a rule; the rule keeps its last good result.",
 		}, []string{"api", "rule"}),
+		DiscoveryBackendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace, Subsystem: "discovery", Name: "backend_up",
+			Help: "1 when the last discovery pass got an answer from the backend for every seriesQuery of its rules, 0 when one failed (its rules keep their last good result).",
+		}, []string{"backend"}),
 		MetricConflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Subsystem: "discovery", Name: "metric_conflicts",
 			Help: "Resource/metric pairs produced by more than one rule in the current index.",
@@ -230,7 +238,7 @@ func New() *Metrics {
 	}
 	reg.MustRegister(
 		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryRefreshes, m.DiscoveryLastSuccess,
-		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.MetricConflicts,
+		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.DiscoveryBackendUp, m.MetricConflicts,
 		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
 		m.APIRequests, m.APIRequestDuration, m.ClientCertAuthentications,
 		m.ConfigReloads, m.ConfigLastReloadSuccessful, m.ConfigLastReloadSuccess,

@@ -137,9 +137,14 @@ const DefaultConcurrency = 4
 // Options configure a Discoverer. Prometheus, Rules and Interval are
 // required.
 type Options struct {
-	// Prometheus answers discovery requests. Give it a per-call timeout
+	// Prometheus answers discovery requests for the rules on the default
+	// backend (naming.Rule.Backend "default"). Give it a per-call timeout
 	// suited to discovery (promclient.Client.WithTimeout).
 	Prometheus Prometheus
+	// Backends answer for the rules naming another backend, by name. A
+	// rule naming a backend that is neither "default" nor here fails its
+	// discovery (the server refuses such rules at load).
+	Backends map[string]Prometheus
 	// Rules is the compiled configuration; SetRules swaps it later.
 	Rules *naming.RuleSet
 	// Interval is the relist interval (--metrics-relist-interval).
@@ -176,6 +181,7 @@ type Options struct {
 // wait for discovery.
 type Discoverer struct {
 	prom        Prometheus
+	backends    map[string]Prometheus
 	interval    time.Duration
 	maxAge      time.Duration
 	strategy    Strategy
@@ -187,6 +193,7 @@ type Discoverer struct {
 	rules   atomic.Pointer[naming.RuleSet]
 	index   atomic.Pointer[Index]
 	ready   atomic.Bool
+	pending atomic.Pointer[[]string] // backends without a complete discovery yet
 	lastErr atomic.Pointer[string]
 	trigger chan struct{}
 
@@ -282,6 +289,7 @@ func New(opts Options) (*Discoverer, error) {
 	}
 	d := &Discoverer{
 		prom:        opts.Prometheus,
+		backends:    opts.Backends,
 		interval:    opts.Interval,
 		maxAge:      opts.MaxAge,
 		strategy:    opts.Strategy,
@@ -525,8 +533,10 @@ func (d *Discoverer) Run(ctx context.Context) {
 	}
 }
 
-// plan is one distinct seriesQuery and what it is asked for.
+// plan is one distinct seriesQuery of one backend and what it is asked for.
 type plan struct {
+	backend     string
+	prom        Prometheus // the backend's client; nil when it is unknown
 	seriesQuery string
 	rules       []*naming.Rule
 	nsLabels    []string // labels whose values are kept (namespaces), sorted
@@ -539,10 +549,13 @@ func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
 	var out []*plan
 	byQuery := map[string]*plan{}
 	for _, r := range rs.Rules() {
-		p, ok := byQuery[r.SeriesQuery()]
+		// Rules are grouped by backend, then by seriesQuery: each backend
+		// is asked for its own rules only.
+		k := r.Backend() + "\x00" + r.SeriesQuery()
+		p, ok := byQuery[k]
 		if !ok {
-			p = &plan{seriesQuery: r.SeriesQuery()}
-			byQuery[r.SeriesQuery()] = p
+			p = &plan{backend: r.Backend(), prom: d.promFor(r.Backend()), seriesQuery: r.SeriesQuery()}
+			byQuery[k] = p
 			out = append(out, p)
 		}
 		p.rules = append(p.rules, r)
@@ -565,9 +578,17 @@ func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
 		slices.Sort(p.nsLabels)
 		p.nsLabels = slices.Compact(p.nsLabels)
 		p.labels = presenceLabels(p.labels, p.nsLabels)
-		p.key = p.seriesQuery + "\x00" + strings.Join(p.nsLabels, "\x00") + "\x00\x00" + strings.Join(p.labels, "\x00") + fmt.Sprintf("\x00%t", p.template)
+		p.key = p.backend + "\x00" + p.seriesQuery + "\x00" + strings.Join(p.nsLabels, "\x00") + "\x00\x00" + strings.Join(p.labels, "\x00") + fmt.Sprintf("\x00%t", p.template)
 	}
 	return out
+}
+
+// promFor returns the client of a backend, nil when it is unknown.
+func (d *Discoverer) promFor(backend string) Prometheus {
+	if backend == "" || backend == promclient.DefaultBackendName {
+		return d.prom
+	}
+	return d.backends[backend]
 }
 
 // presenceLabels sorts and dedups labels, without the namespace labels and
@@ -611,14 +632,24 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 	wg.Wait()
 
 	var in []RuleSeries
-	complete := true
+	// Per backend: complete when each of its seriesQueries has an answer
+	// (this pass's or a last good one), up when this pass answered all,
+	// down when every failure says the backend could not answer.
+	backends := map[string]*backendPass{}
 	d.metrics.DiscoveredSeries.Reset() // rules removed by a reload disappear
 	var failed []error
 	used := map[string]bool{}
 	for i, p := range plans {
 		used[p.key] = true
+		bp := backends[p.backend]
+		if bp == nil {
+			bp = &backendPass{complete: true, up: true, down: true}
+			backends[p.backend] = bp
+		}
 		res := results[i]
 		if err := errs[i]; err != nil {
+			bp.up = false
+			bp.down = bp.down && promclient.IsUnavailable(err)
 			failed = append(failed, err)
 			paths := make([]string, len(p.rules))
 			for j, r := range p.rules {
@@ -627,9 +658,9 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 			}
 			last, ok := d.lastGood[p.key]
 			klog.ErrorS(err, "Discovery failed for a seriesQuery; its rules keep their last good result",
-				"rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
+				"backend", p.backend, "rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
 			if !ok && !promclient.IsBadQuery(err) {
-				complete = false
+				bp.complete = false
 			}
 			res = last
 		} else {
@@ -654,6 +685,8 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 	idx := BuildIndex(in, IndexOptions{Scoper: d.scoper})
 	d.index.Store(idx)
 	d.record(rs, idx, failed, start)
+	complete, pending := d.recordBackends(backends)
+	d.pending.Store(&pending)
 	if complete {
 		d.ready.Store(true)
 	} else {
@@ -661,6 +694,47 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 		d.lastErr.Store(&msg)
 	}
 	return errors.Join(failed...)
+}
+
+// backendPass is what one pass got from one backend.
+type backendPass struct{ complete, up, down bool }
+
+// recordBackends sets the backends' up metric and returns whether the pass
+// makes discovery complete, and the backends whose rules have no complete
+// discovery yet. A pass is complete when every backend is; with several
+// backends it is also complete when at least one is and each of the others
+// could not answer at all (unreachable, 5xx, timeout): one backend down
+// does not hold the others' metrics back, and requests for its metrics get
+// a 503 (Pending).
+func (d *Discoverer) recordBackends(backends map[string]*backendPass) (bool, []string) {
+	d.metrics.DiscoveryBackendUp.Reset()
+	var pending []string
+	anyComplete, othersDown := false, true
+	for name, bp := range backends {
+		up := 0.0
+		if bp.up {
+			up = 1
+		}
+		d.metrics.DiscoveryBackendUp.WithLabelValues(name).Set(up)
+		if bp.complete {
+			anyComplete = true
+			continue
+		}
+		pending = append(pending, name)
+		othersDown = othersDown && bp.down
+	}
+	slices.Sort(pending)
+	return len(pending) == 0 || anyComplete && othersDown, pending
+}
+
+// Pending returns the backends whose rules have no complete discovery yet
+// (sorted): a metric the index lacks may be one of theirs, so the answer
+// for it is "unavailable", not "not found".
+func (d *Discoverer) Pending() []string {
+	if p := d.pending.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (d *Discoverer) record(rs *naming.RuleSet, idx *Index, failed []error, start time.Time) {
@@ -728,6 +802,9 @@ func (v queryVariant) String() string {
 // modifier, and one that rejects both queries is asked for series. The
 // working variant is remembered per seriesQuery.
 func (d *Discoverer) fetch(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
+	if p.prom == nil {
+		return fetchResult{}, fmt.Errorf("seriesQuery %q: unknown backend %q", p.seriesQuery, p.backend)
+	}
 	if d.strategy == StrategySeries {
 		return d.fetchSeries(ctx, p, now)
 	}
@@ -815,7 +892,7 @@ func groupedQuery(seriesQuery string, nsLabels, presence []string, maxAge time.D
 func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, keepNames bool) (fetchResult, error) {
 	presence := p.labels
 	if p.template {
-		names, err := d.prom.LabelNames(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
+		names, err := p.prom.LabelNames(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
 		if err != nil {
 			return fetchResult{}, fmt.Errorf("listing label names for seriesQuery %q: %w", p.seriesQuery, err)
 		}
@@ -828,7 +905,7 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, k
 		presence = presenceLabels(presence, p.nsLabels)
 	}
 	q := groupedQuery(p.seriesQuery, p.nsLabels, presence, d.maxAge, keepNames)
-	vec, err := d.prom.Query(ctx, q, time.Time{})
+	vec, err := p.prom.Query(ctx, q, time.Time{})
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
 	}
@@ -874,7 +951,7 @@ func mapsToResource(rules []*naming.Rule, label string) bool {
 }
 
 func (d *Discoverer) fetchSeries(ctx context.Context, p *plan, now time.Time) (fetchResult, error) {
-	sets, err := d.prom.Series(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
+	sets, err := p.prom.Series(ctx, []string{p.seriesQuery}, now.Add(-d.maxAge), now)
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("listing series for seriesQuery %q: %w", p.seriesQuery, err)
 	}

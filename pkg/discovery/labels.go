@@ -52,7 +52,7 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 		return fetchResult{}, fmt.Errorf("%w: %w", errLocalSelector, err)
 	}
 	start := now.Add(-d.maxAge)
-	names, err := d.prom.LabelValues(ctx, string(model.MetricNameLabel), []string{p.seriesQuery}, start, now)
+	names, err := p.prom.LabelValues(ctx, string(model.MetricNameLabel), []string{p.seriesQuery}, start, now)
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("listing series names for seriesQuery %q: %w", p.seriesQuery, err)
 	}
@@ -101,7 +101,7 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 			defer func() { <-d.nameSlots }()
 			a := &nameAsker{
 				sel:    sel,
-				prom:   d.prom,
+				prom:   p.prom,
 				scoper: d.scoper,
 				name:   jb.name,
 				base:   withName(sel, jb.name),

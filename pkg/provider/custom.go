@@ -64,6 +64,9 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 		e, ok = x.Custom(gr, namespace, info.Metric)
 	}
 	if !ok {
+		if err := p.pendingError("metric " + info.Metric + " for " + gr.String()); err != nil {
+			return nil, err
+		}
 		return nil, notFound(gr, info.Metric, whyNoCustom(x, gr, namespaced, namespace, info.Metric))
 	}
 	return &customTarget{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), metric: info.Metric, entry: e}, nil
@@ -263,9 +266,13 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 	}
 	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index,
 		nanAsZero: t.entry.Rule.NaNAsZero(), found: make([]point, len(names))}
+	querier, err := p.querierFor(t.entry.Rule.Backend(), t.what())
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	// The samples are shared with coalesced callers: read-only.
-	smps, err := p.querier.QuerySamples(ctx, q.Expr, time.Time{})
+	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
 	if err != nil {
 		return nil, apistatus.FromError(ctx, t.what(), err)
 	}

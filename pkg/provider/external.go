@@ -31,6 +31,7 @@ type externalTarget struct {
 	def    func() (string, bool)
 	// nanAsZero: a NaN sample answers 0 (see sampleFloat).
 	nanAsZero bool
+	backend   string // the rule's or entry's backend
 }
 
 func (t *externalTarget) what() string {
@@ -44,7 +45,7 @@ func (t *externalTarget) what() string {
 func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string) (*externalTarget, error) {
 	if rs := p.rules(); rs != nil {
 		if q, ok := rs.ExternalQuery(metric); ok {
-			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue, nanAsZero: q.NaNAsZero()}, nil
+			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue, nanAsZero: q.NaNAsZero(), backend: q.Backend()}, nil
 		}
 	}
 	x, err := p.currentIndex()
@@ -59,10 +60,13 @@ func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string
 		e, ok = x.External(namespace, metric)
 	}
 	if !ok {
+		if err := p.pendingError("external metric " + metric); err != nil {
+			return nil, err
+		}
 		return nil, externalNotFound(metric, namespace, whyNoExternal(x, metric))
 	}
 	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName,
-		def: e.Rule.DefaultValue, nanAsZero: e.Rule.NaNAsZero()}, nil
+		def: e.Rule.DefaultValue, nanAsZero: e.Rule.NaNAsZero(), backend: e.Rule.Backend()}, nil
 }
 
 // whyNoExternal explains a missing external metric from the index. (A
@@ -121,8 +125,12 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err := limits.CheckQuerySize(t.what(), q.Expr); err != nil {
 		return nil, err
 	}
+	querier, err := p.querierFor(t.backend, t.what())
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	smps, err := p.querier.QuerySamples(ctx, q.Expr, time.Time{})
+	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
 	if err != nil {
 		return nil, apistatus.FromError(ctx, t.what(), err)
 	}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -89,6 +90,14 @@ type Config struct {
 	// concurrent identical queries and enforces the per-query timeout.
 	// Custom and external metrics are both read with QuerySamples.
 	Querier promclient.SampleQuerier
+	// Backends are the queriers of the named backends (--backends-config)
+	// by name, for the rules and externalQueries naming one; Querier is
+	// the default backend's.
+	Backends map[string]promclient.SampleQuerier
+	// Pending, when set, returns the backends whose discovery has not
+	// completed yet (discovery.Discoverer.Pending): a metric the index
+	// lacks is then answered 503 (it may be one of theirs), not 404.
+	Pending func() []string
 	// Objects lists the objects of `*` requests; pass an *ObjectCache.
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
@@ -130,6 +139,8 @@ type Provider struct {
 	index    func() MetricIndex
 	rules    func() *naming.RuleSet
 	querier  promclient.SampleQuerier
+	backends map[string]promclient.SampleQuerier
+	pending  func() []string
 	objects  ObjectLister
 	resolver *resolver
 	clock    clock.PassiveClock
@@ -173,6 +184,8 @@ func New(cfg Config) (*Provider, error) {
 		index:    cfg.Index,
 		rules:    cfg.Rules,
 		querier:  cfg.Querier,
+		backends: cfg.Backends,
+		pending:  cfg.Pending,
 		objects:  cfg.Objects,
 		clock:    cfg.Clock,
 		maxNames: cfg.MaxNamesInQuery,
@@ -227,3 +240,29 @@ func (p *Provider) listIndex() MetricIndex {
 
 // now is the timestamp of values that have no sample (defaultValue).
 func (p *Provider) now() time.Time { return p.clock.Now() }
+
+// querierFor returns the querier of a rule's backend (what naming.Rule.Backend
+// names), or a 500 for a backend the adapter does not have (the server
+// refuses such rules at load).
+func (p *Provider) querierFor(backend, what string) (promclient.SampleQuerier, error) {
+	if backend == "" || backend == promclient.DefaultBackendName {
+		return p.querier, nil
+	}
+	if q, ok := p.backends[backend]; ok {
+		return q, nil
+	}
+	return nil, internal("%s: the rule names backend %q, which is not defined", what, backend)
+}
+
+// pendingError is the 503 for a metric the index lacks while some
+// backends' discovery has not completed (the metric may be one of
+// theirs); nil when none is pending.
+func (p *Provider) pendingError(what string) error {
+	if p.pending == nil {
+		return nil
+	}
+	if pending := p.pending(); len(pending) > 0 {
+		return unavailable("%s is not discovered: discovery has not completed for backend %s; retry shortly", what, strings.Join(pending, ", "))
+	}
+	return nil
+}

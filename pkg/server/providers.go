@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +30,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
@@ -41,11 +46,19 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
-	rules, err := compileRules(deps.Configs, mapper)
+	backendNames := slices.Sorted(maps.Keys(deps.Backends))
+	rules, err := compileRules(deps.Configs, mapper, backendNames)
 	if err != nil {
 		return nil, err
 	}
+	discBackends := make(map[string]discovery.Prometheus, len(deps.Backends))
+	queriers := make(map[string]promclient.SampleQuerier, len(deps.Backends))
+	for name, c := range deps.Backends {
+		discBackends[name] = c.WithTimeout(discoveryTimeout(c.Timeout(), deps.RelistInterval))
+		queriers[name] = c
+	}
 	disc, err := discovery.New(discovery.Options{
+		Backends:   discBackends,
 		Prometheus: deps.Prometheus.WithTimeout(discoveryTimeout(deps.Prometheus.Timeout(), deps.RelistInterval)),
 		Rules:      rules,
 		Interval:   deps.RelistInterval,
@@ -78,12 +91,13 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			}
 			return disc.Index()
 		}),
-		Rules:   disc.Rules,
-		Querier: deps.Prometheus,
-		Objects: objects,
-		Mapper:  mapper,
-		Refresh: disc.Refresh,
-
+		Rules:       disc.Rules,
+		Querier:     deps.Prometheus,
+		Backends:    queriers,
+		Pending:     disc.Pending,
+		Objects:     objects,
+		Mapper:      mapper,
+		Refresh:     disc.Refresh,
 		RefreshList: disc.RefreshList,
 	})
 	if err != nil {
@@ -103,7 +117,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			Metadata: mdClient,
 			Pods:     objects,
 			Rules:    disc.Rules,
-			Querier:  deps.Prometheus,
+			Querier:  resourceQuerier{rules: disc.Rules, def: deps.Prometheus, backends: deps.Backends},
 		})
 		if err != nil {
 			return nil, err
@@ -132,7 +146,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			wg.Wait()
 		},
 		ApplyConfig: func(cfgs []*config.Config) error {
-			rs, err := compileRules(cfgs, mapper)
+			rs, err := compileRules(cfgs, mapper, backendNames)
 			if err != nil {
 				return err
 			}
@@ -165,7 +179,17 @@ func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMappe
 }
 
 // compileRules compiles the rules files, in order, logging their warnings.
-func compileRules(cfgs []*config.Config, mapper meta.RESTMapper) (*naming.RuleSet, error) {
+// A rule naming a backend other than "default" and backends is refused.
+func compileRules(cfgs []*config.Config, mapper meta.RESTMapper, backends []string) (*naming.RuleSet, error) {
+	var unknown []error
+	for _, c := range cfgs {
+		for _, e := range c.UnknownBackends(backends) {
+			unknown = append(unknown, e)
+		}
+	}
+	if err := errors.Join(unknown...); err != nil {
+		return nil, fmt.Errorf("compiling the rules: %w", err)
+	}
 	rules, warnings, err := reload.Compile(cfgs, mapper)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the rules: %w", err)
@@ -288,4 +312,49 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // CloseNotifier) the API server's handlers rely on.
 func wrapResponseWriter(rec *statusRecorder) http.ResponseWriter {
 	return responsewriter.WrapForHTTP1Or2(rec)
+}
+
+// resourceQuerier sends metrics.k8s.io's queries to the backend the
+// current resourceRules name.
+type resourceQuerier struct {
+	rules    func() *naming.RuleSet
+	def      *promclient.Client
+	backends map[string]*promclient.Client
+}
+
+var (
+	_ promclient.Querier       = resourceQuerier{}
+	_ promclient.SampleQuerier = resourceQuerier{}
+)
+
+func (q resourceQuerier) client() (*promclient.Client, error) {
+	name := promclient.DefaultBackendName
+	if rs := q.rules(); rs != nil && rs.ResourceRules() != nil {
+		name = rs.ResourceRules().Backend()
+	}
+	if name == promclient.DefaultBackendName {
+		return q.def, nil
+	}
+	if c, ok := q.backends[name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("resourceRules name backend %q, which is not defined", name)
+}
+
+// Query implements promclient.Querier.
+func (q resourceQuerier) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
+	c, err := q.client()
+	if err != nil {
+		return nil, err
+	}
+	return c.Query(ctx, query, ts)
+}
+
+// QuerySamples implements promclient.SampleQuerier.
+func (q resourceQuerier) QuerySamples(ctx context.Context, query string, ts time.Time) (promclient.Samples, error) {
+	c, err := q.client()
+	if err != nil {
+		return nil, err
+	}
+	return c.QuerySamples(ctx, query, ts)
 }

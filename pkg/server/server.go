@@ -71,8 +71,11 @@ type Providers struct {
 type ProviderDeps struct {
 	// Kube gives the Kubernetes clients.
 	Kube KubeClients
-	// Prometheus is the shared, coalescing Prometheus client.
+	// Prometheus is the shared, coalescing Prometheus client of the
+	// default backend.
 	Prometheus *promclient.Client
+	// Backends are the clients of the other backends, by name.
+	Backends map[string]*promclient.Client
 	// Metrics is the adapter's registry of metrics.
 	Metrics *metrics.Metrics
 	// Configs are the rules files loaded at startup, in order.
@@ -122,8 +125,12 @@ type Config struct {
 	// Strict refuses to start on a query Prometheus would reject (loaded
 	// with an error logged otherwise, as prometheus-adapter does).
 	Strict bool
-	// Prometheus is the Prometheus backend the metrics are read from.
+	// Prometheus is the default backend: the one rules without a backend
+	// key read from.
 	Prometheus promclient.Backend
+	// Backends are the other backends (--backends-config), which rules
+	// name with their backend key.
+	Backends []promclient.Backend
 	// RelistInterval is how often discovery runs; MaxAge how far back it
 	// looks (0: RelistInterval); DiscoveryStrategy how it asks Prometheus.
 	RelistInterval    time.Duration
@@ -188,6 +195,7 @@ type Server struct {
 	name      string
 	api       *cmapiserver.CustomMetricsAdapterServer
 	prom      *promclient.Client
+	backends  map[string]*promclient.Client
 	providers *Providers
 	watcher   *reload.Watcher
 	apiServer *apiServerReachability
@@ -220,9 +228,18 @@ func (c *Config) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
 	}
+	backends := make(map[string]*promclient.Client, len(c.Backends))
+	for _, b := range c.Backends {
+		bc, err := promclient.NewForBackend(b, m, arrivalTime)
+		if err != nil {
+			return nil, fmt.Errorf("building the client of backend %s: %w", b.Name, err)
+		}
+		backends[b.Name] = bc
+	}
 	providers, err := newProviders(ProviderDeps{
 		Kube:              c.Kube,
 		Prometheus:        promClient,
+		Backends:          backends,
 		Metrics:           m,
 		Configs:           rules,
 		RelistInterval:    c.RelistInterval,
@@ -323,7 +340,7 @@ func (c *Config) Complete() (*Server, error) {
 		}
 	}
 
-	s := &Server{name: c.Name, api: apiServer, prom: promClient, providers: providers, apiServer: reach}
+	s := &Server{name: c.Name, api: apiServer, prom: promClient, backends: backends, providers: providers, apiServer: reach}
 	var report func(string, error)
 	if c.Pod.Name != "" && c.Pod.Namespace != "" {
 		kube, err := kubernetes.NewForConfig(kubeConfig)
@@ -390,6 +407,9 @@ func (s *Server) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	s.prom.CloseIdleConnections()
+	for _, b := range s.backends {
+		b.CloseIdleConnections()
+	}
 	if err != nil {
 		return fmt.Errorf("running the API server: %w", err)
 	}

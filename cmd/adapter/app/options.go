@@ -213,7 +213,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the informers: %w", err)
 	}
-	backend, err := o.Prometheus.Backend()
+	backends, err := o.Prometheus.Backends()
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,8 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		RulesFiles:           o.ConfigFiles,
 		Strict:               o.Strict,
 		ConfigReloadInterval: o.ConfigReloadInterval,
-		Prometheus:           backend,
+		Prometheus:           backends[0],
+		Backends:             backends[1:],
 		RelistInterval:       o.RelistInterval,
 		MaxAge:               o.MaxAge,
 		DiscoveryStrategy:    strategy,

@@ -1,0 +1,188 @@
+package discovery_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/internal/kubemapper"
+	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
+)
+
+// Two rules with the same seriesQuery on two backends: each backend is
+// asked for its own rule only, and serves what it holds.
+const backendsConfig = `
+rules:
+- seriesQuery: '{__name__=~"^req_.*",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {matches: '^req_(.*)$', as: 'default_${1}'}
+- seriesQuery: '{__name__=~"^req_.*",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {matches: '^req_(.*)$', as: 'thanos_${1}'}
+  backend: thanos
+externalRules:
+- seriesQuery: '{__name__="queue_length"}'
+  resources: {namespaced: false}
+  backend: thanos
+`
+
+func TestDiscoveryPerBackend(t *testing.T) {
+	for _, strategy := range discovery.Strategies {
+		t.Run(strategy.String(), func(t *testing.T) {
+			def := promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")})
+			t.Cleanup(def.Close)
+			thanos := promtest.New([]model.LabelSet{
+				ls("__name__", "req_b", "namespace", "n", "pod", "p"),
+				ls("__name__", "queue_length", "queue", "q"),
+			})
+			t.Cleanup(thanos.Close)
+			m := metrics.New()
+			d, err := discovery.New(discovery.Options{
+				Prometheus: newClient(t, "default", def, m),
+				Backends:   map[string]discovery.Prometheus{"thanos": newClient(t, "thanos", thanos, m)},
+				Rules:      compile(t, backendsConfig),
+				Interval:   time.Minute,
+				Strategy:   strategy,
+				Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
+				Metrics:    m,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{
+				"custom namespaces/default_a default_a <- rules[0] (series \"req_a\") []",
+				"custom namespaces/thanos_b thanos_b <- rules[1] (series \"req_b\") []",
+				"custom pods/default_a(namespaced) default_a <- rules[0] (series \"req_a\") [n]",
+				"custom pods/thanos_b(namespaced) thanos_b <- rules[1] (series \"req_b\") [n]",
+				"external queue_length <- externalRules[0] (series \"queue_length\") []",
+			}
+			if diff := cmp.Diff(want, dump(d.Index())); diff != "" {
+				t.Errorf("index (-want +got):\n%s", diff)
+			}
+
+			// The thanos backend goes down: its rules keep their last
+			// good result, the default backend's are relisted.
+			for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
+				thanos.Fail(ep, promtest.Failure{Status: http.StatusServiceUnavailable})
+			}
+			def.SetSeries([]model.LabelSet{ls("__name__", "req_c", "namespace", "n", "pod", "p")})
+			if err := d.RunOnce(context.Background()); err == nil {
+				t.Fatal("no error for the backend down")
+			}
+			want = []string{
+				"custom namespaces/default_c default_c <- rules[0] (series \"req_c\") []",
+				"custom namespaces/thanos_b thanos_b <- rules[1] (series \"req_b\") []",
+				"custom pods/default_c(namespaced) default_c <- rules[0] (series \"req_c\") [n]",
+				"custom pods/thanos_b(namespaced) thanos_b <- rules[1] (series \"req_b\") [n]",
+				"external queue_length <- externalRules[0] (series \"queue_length\") []",
+			}
+			if diff := cmp.Diff(want, dump(d.Index())); diff != "" {
+				t.Errorf("index with thanos down (-want +got):\n%s", diff)
+			}
+			up := map[string]float64{
+				"default": testutil.ToFloat64(m.DiscoveryBackendUp.WithLabelValues("default")),
+				"thanos":  testutil.ToFloat64(m.DiscoveryBackendUp.WithLabelValues("thanos")),
+			}
+			if diff := cmp.Diff(map[string]float64{"default": 1, "thanos": 0}, up); diff != "" {
+				t.Errorf("backend_up (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A backend down from the start does not hold the others back: discovery
+// is ready with the reachable backend's metrics, and the down one is
+// pending until it answers. (With one backend, down means not ready:
+// TestNotReadyUntilComplete and friends.)
+func TestDiscoveryBackendDownAtStart(t *testing.T) {
+	tests := []struct {
+		name        string
+		down        string
+		wantReady   bool
+		wantPending []string
+	}{
+		{name: "thanos down", down: "thanos", wantReady: true, wantPending: []string{"thanos"}},
+		{name: "default down", down: "default", wantReady: true, wantPending: []string{"default"}},
+		{name: "none down", wantReady: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			servers := map[string]*promtest.Server{
+				"default": promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")}),
+				"thanos":  promtest.New([]model.LabelSet{ls("__name__", "req_b", "namespace", "n", "pod", "p")}),
+			}
+			for _, s := range servers {
+				t.Cleanup(s.Close)
+			}
+			if s := servers[tt.down]; s != nil {
+				s.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusBadGateway})
+			}
+			m := metrics.New()
+			d, err := discovery.New(discovery.Options{
+				Prometheus: newClient(t, "default", servers["default"], m),
+				Backends:   map[string]discovery.Prometheus{"thanos": newClient(t, "thanos", servers["thanos"], m)},
+				Rules:      compile(t, backendsConfig),
+				Interval:   time.Minute,
+				Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
+				Metrics:    m,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = d.RunOnce(context.Background())
+			if got := d.Ready(); got != tt.wantReady {
+				t.Errorf("Ready() = %t, want %t", got, tt.wantReady)
+			}
+			if diff := cmp.Diff(tt.wantPending, d.Pending()); diff != "" {
+				t.Errorf("Pending (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A rule naming a backend discovery has no client for (the server refuses
+// such rules at load) fails its discovery and holds readiness back: that
+// is a bug, not an outage.
+func TestDiscoveryUnknownBackendNotReady(t *testing.T) {
+	def := promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")})
+	t.Cleanup(def.Close)
+	m := metrics.New()
+	d, err := discovery.New(discovery.Options{
+		Prometheus: newClient(t, "default", def, m),
+		Rules:      compile(t, backendsConfig),
+		Interval:   time.Minute,
+		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
+		Metrics:    m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.RunOnce(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `unknown backend "thanos"`) {
+		t.Errorf("RunOnce: %v, want the unknown backend named", err)
+	}
+	if d.Ready() {
+		t.Error("ready although rules name a backend without a client")
+	}
+}
+
+func newClient(t *testing.T, backend string, s *promtest.Server, m *metrics.Metrics) *promclient.Client {
+	t.Helper()
+	c, err := promclient.New(promclient.Config{Backend: backend, Address: s.URL, HTTPClient: s.Client(), Metrics: m, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
