@@ -46,18 +46,7 @@ func TestDiscoveryPerBackend(t *testing.T) {
 			})
 			t.Cleanup(thanos.Close)
 			m := metrics.New()
-			d, err := discovery.New(discovery.Options{
-				Prometheus: newClient(t, "default", def, m),
-				Backends:   map[string]discovery.Prometheus{"thanos": newClient(t, "thanos", thanos, m)},
-				Rules:      compile(t, backendsConfig),
-				Interval:   time.Minute,
-				Strategy:   strategy,
-				Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
-				Metrics:    m,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := newBackendsDiscoverer(t, strategy, m, def, thanos)
 			if err := d.RunOnce(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -129,18 +118,7 @@ func TestDiscoveryBackendDownAtStart(t *testing.T) {
 			if s := servers[tt.down]; s != nil {
 				s.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusBadGateway})
 			}
-			m := metrics.New()
-			d, err := discovery.New(discovery.Options{
-				Prometheus: newClient(t, "default", servers["default"], m),
-				Backends:   map[string]discovery.Prometheus{"thanos": newClient(t, "thanos", servers["thanos"], m)},
-				Rules:      compile(t, backendsConfig),
-				Interval:   time.Minute,
-				Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
-				Metrics:    m,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := newBackendsDiscoverer(t, discovery.StrategyLabels, metrics.New(), servers["default"], servers["thanos"])
 			_ = d.RunOnce(context.Background())
 			if got := d.Ready(); got != tt.wantReady {
 				t.Errorf("Ready() = %t, want %t", got, tt.wantReady)
@@ -158,18 +136,8 @@ func TestDiscoveryBackendDownAtStart(t *testing.T) {
 func TestDiscoveryUnknownBackendNotReady(t *testing.T) {
 	def := promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")})
 	t.Cleanup(def.Close)
-	m := metrics.New()
-	d, err := discovery.New(discovery.Options{
-		Prometheus: newClient(t, "default", def, m),
-		Rules:      compile(t, backendsConfig),
-		Interval:   time.Minute,
-		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
-		Metrics:    m,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = d.RunOnce(context.Background())
+	d := newBackendsDiscoverer(t, discovery.StrategyLabels, metrics.New(), def, nil)
+	err := d.RunOnce(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `unknown backend "thanos"`) {
 		t.Errorf("RunOnce: %v, want the unknown backend named", err)
 	}
@@ -185,4 +153,27 @@ func newClient(t *testing.T, backend string, s *promtest.Server, m *metrics.Metr
 		t.Fatal(err)
 	}
 	return c
+}
+
+// newBackendsDiscoverer discovers backendsConfig with def as the default
+// backend and thanos (when not nil) as "thanos".
+func newBackendsDiscoverer(t *testing.T, strategy discovery.Strategy, m *metrics.Metrics, def, thanos *promtest.Server) *discovery.Discoverer {
+	t.Helper()
+	backends := map[string]discovery.Prometheus{}
+	if thanos != nil {
+		backends["thanos"] = newClient(t, "thanos", thanos, m)
+	}
+	d, err := discovery.New(discovery.Options{
+		Prometheus: newClient(t, "default", def, m),
+		Backends:   backends,
+		Rules:      compile(t, backendsConfig),
+		Interval:   time.Minute,
+		Strategy:   strategy,
+		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
+		Metrics:    m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
