@@ -216,6 +216,41 @@ func describeJSONError(data []byte, err error) error {
 	return err
 }
 
+// checkBackends checks the rules' backend: keys against the backends file
+// (its own errors first), printing every problem; false when one is an
+// error. Without a file, each key naming a backend other than the default
+// is a warning: it cannot be checked.
+func checkBackends(loaded *loadedRules, path string, t toolIO) bool {
+	var names []string
+	if path != "" {
+		bs, err := promclient.LoadBackends(path, promclient.Backend{})
+		if err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				t.errorf("%s", line)
+			}
+			return false
+		}
+		for _, b := range bs {
+			names = append(names, b.Name)
+		}
+	}
+	ok := true
+	for _, cfg := range loaded.configs {
+		for _, e := range cfg.UnknownBackends(names) {
+			if path != "" {
+				t.errorf("%s", e)
+				ok = false
+				continue
+			}
+			w := *e
+			w.Msg, w.Hint = "names a backend other than default, not checked", "pass the adapter's --backends-config to check-config"
+			t.errorf("warning: %s", &w)
+			loaded.warnings++
+		}
+	}
+	return ok
+}
+
 // runCheckConfig implements "adapter check-config": validate a
 // configuration offline, and with --series print what discovery would serve
 // from a saved /api/v1/series answer, one JSON object per line.
@@ -226,8 +261,9 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	strict := fs.Bool("strict", false, "Fail (exit 1) on warnings too, not only on errors: for CI.")
 	seriesPath := fs.String("series", "", "A saved Prometheus /api/v1/series response (or its data array): print what discovery would serve from it.")
 	kubeconfig := fs.String("kubeconfig", "", "Resolve resources with this cluster's API discovery instead of the built-in list of standard resources.")
+	backendsPath := fs.String("backends-config", "", "The adapter's --backends-config: check it, and that every backend: key names one of its backends (without it, a backend: key other than default is a warning).")
 	fs.Usage = func() {
-		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--strict] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
+		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--strict] [--backends-config FILE] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
 	}
 	if code, ok := parseToolFlags(fs, args, t); !ok {
 		return code
@@ -242,7 +278,7 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	loaded, ok := loadRules(*configPaths, mapper, t)
-	if !ok {
+	if !ok || !checkBackends(loaded, *backendsPath, t) {
 		return exitFail
 	}
 	rs := loaded.set

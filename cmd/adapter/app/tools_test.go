@@ -293,3 +293,66 @@ rules:
 		t.Errorf("missing kubeconfig: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+func TestCheckConfigBackends(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte(`externalRules:
+- seriesQuery: 'queue'
+  resources: {namespaced: false}
+  backend: thanos
+  metricsQuery: 'sum(<<.Series>>)'
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	backends := func(content string) string {
+		p := filepath.Join(t.TempDir(), "backends.yaml")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{{
+		name:    "no backends file: a warning",
+		wantErr: "warning: " + configPath + ":4:12: externalRules[0].backend: names a backend other than default, not checked (hint: pass the adapter's --backends-config to check-config)\n",
+	}, {
+		name:     "no backends file, strict: fails",
+		args:     []string{"--strict"},
+		wantCode: 1,
+		wantErr:  "warning: " + configPath + ":4:12: externalRules[0].backend: names a backend other than default, not checked (hint: pass the adapter's --backends-config to check-config)\n",
+	}, {
+		name: "the backend is defined",
+		args: []string{"--backends-config", backends("backends:\n- {name: thanos, url: 'http://thanos:9090'}\n")},
+	}, {
+		name:     "the backend is not defined",
+		args:     []string{"--backends-config", backends("backends:\n- {name: mimir, url: 'http://mimir:8080'}\n")},
+		wantCode: 1,
+		wantErr:  configPath + `:4:12: externalRules[0].backend: unknown backend "thanos" (defined: default, mimir) (hint: define it in --backends-config, or remove the key to use the --prometheus-* flags' backend)` + "\n",
+	}, {
+		name:     "a bad backends file",
+		args:     []string{"--backends-config", backends("backends:\n- {name: thanos}\n")},
+		wantCode: 1,
+		wantErr:  "PATH:2: backends[0].url: \"\" must be an http:// or https:// URL with a host\n",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"check-config", "--config", configPath}, tt.args...), &stdout, &stderr)
+			got := stderr.String()
+			if len(tt.args) == 2 {
+				got = strings.ReplaceAll(got, tt.args[1], "PATH")
+			}
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			if diff := cmp.Diff(tt.wantErr, got); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
