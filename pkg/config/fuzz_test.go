@@ -67,6 +67,16 @@ func FuzzParse(f *testing.F) {
 		}
 		again, err := Parse(out, "again.yaml")
 		if err != nil {
+			var raw any
+			if yaml.Unmarshal(out, &raw) != nil {
+				// yaml.v3 itself cannot read back what it wrote: a string
+				// whose first line starts with one space and which ends in
+				// a newline (" 0\n") is written as a block scalar with an
+				// indentation indicator it then refuses. The encoder's bug,
+				// not the parser's; the configuration is never marshalled
+				// outside tests.
+				return
+			}
 			t.Fatalf("re-parsing the marshalled configuration failed:\n%v\n--- marshalled:\n%s", err, out)
 		}
 		if diff := cmp.Diff(cfg, again, cmpopts.IgnoreFields(Config{}, "Source"), cmpopts.EquateEmpty()); diff != "" {
