@@ -37,7 +37,7 @@ const (
 	flipEvery      = 8 * time.Second
 	leaseDuration  = 4 * time.Second
 	autoscalerA    = "system:serviceaccount:promscaler:promscaler-autoscaler"
-	autoscalerB    = "promscaler-autoscaler-b"
+	autoscalerB    = framework.SecondAutoscalerUser
 )
 
 // autoscalerBRBAC binds the component's roles to the second replica's user,
@@ -64,23 +64,7 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
 - {kind: ServiceAccount, name: promscaler-autoscaler, namespace: promscaler}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: promscaler-autoscaler-b
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: promscaler-autoscaler}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: promscaler-autoscaler-b-leader-election
-  namespace: promscaler
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: promscaler-autoscaler-leader-election}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
-`
+` + framework.SecondAutoscalerRBAC
 
 var autoscalerFlags = []string{
 	"--mode=full",

@@ -43,7 +43,7 @@ const (
 	coexistLease      = 4 * time.Second
 	coexistIdle       = 6 * time.Second
 	coexistUserA      = "system:serviceaccount:promscaler:promscaler-autoscaler"
-	coexistUserB      = "promscaler-autoscaler-b"
+	coexistUserB      = framework.SecondAutoscalerUser
 	coexistLeaseSpace = "promscaler"
 )
 
@@ -76,25 +76,6 @@ rules:
   - group: "autoscaling"
     resources: ["horizontalpodautoscalers", "horizontalpodautoscalers/status"]
 - level: None
-`
-
-// coexistUserBRBAC binds the component's roles to the second replica's user.
-const coexistUserBRBAC = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: promscaler-autoscaler-b
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: promscaler-autoscaler}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: promscaler-autoscaler-b-leader-election
-  namespace: promscaler
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: promscaler-autoscaler-leader-election}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: promscaler-autoscaler-b}
 `
 
 func TestAutoscalerCoexist(t *testing.T) {
@@ -134,7 +115,7 @@ func TestAutoscalerCoexist(t *testing.T) {
 		t.Fatalf("applying the component's RBAC: %v\n%s", err, out)
 	}
 	extra := filepath.Join(t.TempDir(), "rbac-b.yaml")
-	if err := os.WriteFile(extra, []byte(coexistUserBRBAC), 0o600); err != nil {
+	if err := os.WriteFile(extra, []byte(framework.SecondAutoscalerRBAC), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := env.Kubectl(ctx, "apply", "-f", extra); err != nil {
