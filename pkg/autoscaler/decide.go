@@ -71,7 +71,7 @@ func (a *Autoscaler) NeedsMetrics(hpa *autoscalingv2.HorizontalPodAutoscaler, sp
 // zeroReplicas is shouldComputeMetricsForZeroReplicas.
 func (a *Autoscaler) zeroReplicas(hpa *autoscalingv2.HorizontalPodAutoscaler, minReplicas int32) (needsMetrics, scaledToZero bool) {
 	scaledToZero = a.cfg.Features.ScaleToZero && scaledToZeroCondition(hpa)
-	canScaleFromZero := scaledToZero && hasObjectOrExternalMetrics(hpa)
+	canScaleFromZero := scaledToZero && HasObjectOrExternal(hpa.Spec.Metrics)
 	return (minReplicas != 0 && scaledToZero) || canScaleFromZero, scaledToZero
 }
 
@@ -112,7 +112,7 @@ func (a *Autoscaler) Decide(state *State, in Input) Decision {
 	}
 
 	minReplicas := *hpa.Spec.MinReplicas
-	hasObjectOrExt := hasObjectOrExternalMetrics(hpa)
+	hasObjectOrExt := HasObjectOrExternal(hpa.Spec.Metrics)
 	var (
 		desired        int32
 		reason         string
@@ -403,8 +403,8 @@ func (a *Autoscaler) normalizeWithBehavior(state *State, hpa *autoscalingv2.Hori
 		Behavior:        true,
 		ScaleUpWindow:   time.Duration(*b.ScaleUp.StabilizationWindowSeconds) * time.Second,
 		ScaleDownWindow: time.Duration(*b.ScaleDown.StabilizationWindowSeconds) * time.Second,
-		ScaleUpLimit:    max(scaleUpLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleUp), current),
-		ScaleDownLimit:  min(scaleDownLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleDown), current),
+		ScaleUpLimit:    max(scaleLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleUp, true), current),
+		ScaleDownLimit:  min(scaleLimit(now, current, state.ScaleUpEvents, state.ScaleDownEvents, b.ScaleDown, false), current),
 	}
 	stabilized, reason, message := state.stabilizeWithBehavior(now, b, current, desired)
 	if stabilized != desired {
@@ -453,8 +453,10 @@ func StatusChanged(oldStatus, newStatus *autoscalingv2.HorizontalPodAutoscalerSt
 	return !apiequality.Semantic.DeepEqual(oldStatus, newStatus)
 }
 
-func hasObjectOrExternalMetrics(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
-	for _, m := range hpa.Spec.Metrics {
+// HasObjectOrExternal reports whether metrics hold an Object or External
+// metric, without which an HPA cannot scale from zero (minReplicas 0).
+func HasObjectOrExternal(metrics []autoscalingv2.MetricSpec) bool {
+	for _, m := range metrics {
 		if m.Type == autoscalingv2.ObjectMetricSourceType || m.Type == autoscalingv2.ExternalMetricSourceType {
 			return true
 		}

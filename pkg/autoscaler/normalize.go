@@ -119,10 +119,7 @@ func (s *State) stabilizeWithBehavior(now time.Time, b *autoscalingv2.Horizontal
 func (s *State) convertWithBehaviorRate(now time.Time, b *autoscalingv2.HorizontalPodAutoscalerBehavior, current, desired, minReplicas, maxReplicas int32) limit {
 	switch {
 	case desired > current:
-		up := scaleUpLimit(now, current, s.ScaleUpEvents, s.ScaleDownEvents, b.ScaleUp)
-		if up < current {
-			up = current
-		}
+		up := max(scaleLimit(now, current, s.ScaleUpEvents, s.ScaleDownEvents, b.ScaleUp, true), current)
 		maxAllowed, reason, message := maxReplicas, "TooManyReplicas", msgTooMany
 		if maxAllowed > up {
 			maxAllowed, reason, message = up, "ScaleUpLimit", msgScaleUpLimit
@@ -131,10 +128,7 @@ func (s *State) convertWithBehaviorRate(now time.Time, b *autoscalingv2.Horizont
 			return limit{maxAllowed, reason, message}
 		}
 	case desired < current:
-		down := scaleDownLimit(now, current, s.ScaleUpEvents, s.ScaleDownEvents, b.ScaleDown)
-		if down > current {
-			down = current
-		}
+		down := min(scaleLimit(now, current, s.ScaleUpEvents, s.ScaleDownEvents, b.ScaleDown, false), current)
 		minAllowed, reason, message := minReplicas, "TooFewReplicas", msgTooFew
 		if minAllowed < down {
 			minAllowed, reason, message = down, "ScaleDownLimit", msgScaleDownLim
@@ -158,61 +152,34 @@ func changeInPeriod(now time.Time, periodSeconds int32, events []ScaleEvent) int
 	return n
 }
 
-// scaleUpLimit is calculateScaleUpLimitWithScalingRules.
-func scaleUpLimit(now time.Time, current int32, upEvents, downEvents []ScaleEvent, rules *autoscalingv2.HPAScalingRules) int32 {
+// scaleLimit is calculateScaleUpLimitWithScalingRules (up) and
+// calculateScaleDownLimitWithBehaviors (down): each policy moves from the
+// replicas at the start of its period; selectPolicy Max keeps the largest
+// change, Min the smallest, Disabled none.
+func scaleLimit(now time.Time, current int32, upEvents, downEvents []ScaleEvent, rules *autoscalingv2.HPAScalingRules, up bool) int32 {
 	selectPolicy := autoscalingv2.MaxChangePolicySelect
 	if rules.SelectPolicy != nil {
 		selectPolicy = *rules.SelectPolicy
 	}
-	var result int32
-	pick := func(a, b int32) int32 { return max(a, b) }
-	switch selectPolicy {
-	case autoscalingv2.DisabledPolicySelect:
+	if selectPolicy == autoscalingv2.DisabledPolicySelect {
 		return current
-	case autoscalingv2.MinChangePolicySelect:
-		result = math.MaxInt32
-		pick = func(a, b int32) int32 { return min(a, b) }
-	default:
-		result = math.MinInt32
+	}
+	// The largest change is the highest count up and the lowest down.
+	result, pick := int32(math.MinInt32), func(a, b int32) int32 { return max(a, b) }
+	if up == (selectPolicy == autoscalingv2.MinChangePolicySelect) {
+		result, pick = math.MaxInt32, func(a, b int32) int32 { return min(a, b) }
 	}
 	for _, p := range rules.Policies {
 		start := current - changeInPeriod(now, p.PeriodSeconds, upEvents) + changeInPeriod(now, p.PeriodSeconds, downEvents)
 		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
+		switch {
+		case p.Type == autoscalingv2.PodsScalingPolicy && up:
 			proposed = start + p.Value
-		case autoscalingv2.PercentScalingPolicy:
-			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
-		}
-		result = pick(result, proposed)
-	}
-	return result
-}
-
-// scaleDownLimit is calculateScaleDownLimitWithBehaviors.
-func scaleDownLimit(now time.Time, current int32, upEvents, downEvents []ScaleEvent, rules *autoscalingv2.HPAScalingRules) int32 {
-	selectPolicy := autoscalingv2.MaxChangePolicySelect
-	if rules.SelectPolicy != nil {
-		selectPolicy = *rules.SelectPolicy
-	}
-	var result int32
-	pick := func(a, b int32) int32 { return min(a, b) }
-	switch selectPolicy {
-	case autoscalingv2.DisabledPolicySelect:
-		return current
-	case autoscalingv2.MinChangePolicySelect:
-		result = math.MinInt32
-		pick = func(a, b int32) int32 { return max(a, b) }
-	default:
-		result = math.MaxInt32
-	}
-	for _, p := range rules.Policies {
-		start := current - changeInPeriod(now, p.PeriodSeconds, upEvents) + changeInPeriod(now, p.PeriodSeconds, downEvents)
-		var proposed int32
-		switch p.Type {
-		case autoscalingv2.PodsScalingPolicy:
+		case p.Type == autoscalingv2.PodsScalingPolicy:
 			proposed = start - p.Value
-		case autoscalingv2.PercentScalingPolicy:
+		case p.Type == autoscalingv2.PercentScalingPolicy && up:
+			proposed = int32(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
+		case p.Type == autoscalingv2.PercentScalingPolicy:
 			proposed = int32(float64(start) * (1 - float64(p.Value)/100))
 		}
 		result = pick(result, proposed)

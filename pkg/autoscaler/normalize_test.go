@@ -62,18 +62,18 @@ func TestPolicyLimitsMinSelect(t *testing.T) {
 	minPolicy := autoscalingv2.MinChangePolicySelect
 	r := rules(2, 60, 50, 60, 300)
 	r.SelectPolicy = &minPolicy
-	if got := scaleUpLimit(testNow, 1, nil, nil, r); got != 2 {
+	if got := scaleLimit(testNow, 1, nil, nil, r, true); got != 2 {
 		t.Errorf("scale-up limit = %d, want 2", got)
 	}
-	if got := scaleDownLimit(testNow, 5, nil, nil, r); got != 3 {
+	if got := scaleLimit(testNow, 5, nil, nil, r, false); got != 3 {
 		t.Errorf("scale-down limit = %d, want 3", got)
 	}
 	disabled := autoscalingv2.DisabledPolicySelect
 	r.SelectPolicy = &disabled
-	if got := scaleUpLimit(testNow, 7, nil, nil, r); got != 7 {
+	if got := scaleLimit(testNow, 7, nil, nil, r, true); got != 7 {
 		t.Errorf("disabled scale-up limit = %d, want 7", got)
 	}
-	if got := scaleDownLimit(testNow, 7, nil, nil, r); got != 7 {
+	if got := scaleLimit(testNow, 7, nil, nil, r, false); got != 7 {
 		t.Errorf("disabled scale-down limit = %d, want 7", got)
 	}
 }

@@ -132,11 +132,6 @@ func (t Tolerances) IsWithin(usageRatio float64) bool {
 	return (1.0-t.ScaleDown) <= usageRatio && usageRatio <= (1.0+t.ScaleUp)
 }
 
-// String formats the tolerances as upstream's log lines do.
-func (t Tolerances) String() string {
-	return fmt.Sprintf("[down:%.1f%%, up:%.1f%%]", t.ScaleDown*100., t.ScaleUp*100.)
-}
-
 // Input is everything one reconcile of one HPA reads, gathered by the caller.
 type Input struct {
 	// HPA is the object as read from the API (or the scenario). Decide never
@@ -235,26 +230,14 @@ type ScaleEvent struct {
 	Outdated bool `json:"outdated,omitempty"`
 }
 
-// Clone returns a deep copy of s.
-func (s *State) Clone() *State {
-	if s == nil {
-		return nil
-	}
-	return &State{
-		Recommendations: append([]Recommendation(nil), s.Recommendations...),
-		ScaleUpEvents:   append([]ScaleEvent(nil), s.ScaleUpEvents...),
-		ScaleDownEvents: append([]ScaleEvent(nil), s.ScaleDownEvents...),
-	}
-}
-
 // Event is a Kubernetes event the controller would record on the HPA.
 type Event struct {
 	// Type is v1.EventTypeNormal or v1.EventTypeWarning.
-	Type string
+	Type string `json:"type"`
 	// Reason is upstream's event reason (SuccessfulRescale, FailedGetPodsMetric, ...).
-	Reason string
+	Reason string `json:"reason"`
 	// Message is upstream's event message.
-	Message string
+	Message string `json:"message"`
 }
 
 // PodGroups tells how the pods were grouped for a per-pod metric.

@@ -126,44 +126,38 @@ func (f *fetcher) fetch(spec *autoscalingv2.MetricSpec) autoscaler.MetricValues 
 		}
 		items, err := f.resourceMetrics()
 		return f.count(spec.Type, autoscaler.FromPodMetrics(items, err, spec.ContainerResource.Name, spec.ContainerResource.Container))
+	}
+	var id *autoscalingv2.MetricIdentifier
+	switch {
+	case spec.Type == autoscalingv2.PodsMetricSourceType && spec.Pods != nil:
+		id = &spec.Pods.Metric
+	case spec.Type == autoscalingv2.ObjectMetricSourceType && spec.Object != nil:
+		id = &spec.Object.Metric
+	case spec.Type == autoscalingv2.ExternalMetricSourceType && spec.External != nil:
+		id = &spec.External.Metric
+	default:
+		return autoscaler.MetricValues{}
+	}
+	msel, err := metav1.LabelSelectorAsSelector(id.Selector)
+	if err != nil {
+		return autoscaler.MetricValues{Err: err}
+	}
+	switch spec.Type {
 	case autoscalingv2.PodsMetricSourceType:
-		if spec.Pods == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.Pods.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
 		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]customapi.MetricValue, error) {
-			return f.r.Client.PodsCustomMetric(ctx, ns, spec.Pods.Metric.Name, f.selector, msel)
+			return f.r.Client.PodsCustomMetric(ctx, ns, id.Name, f.selector, msel)
 		})
 		return f.count(spec.Type, autoscaler.FromPodsCustomMetrics(items, err))
 	case autoscalingv2.ObjectMetricSourceType:
-		if spec.Object == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.Object.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
 		v, err := timed(f, string(spec.Type), func(ctx context.Context) (*customapi.MetricValue, error) {
-			return f.r.Client.ObjectCustomMetric(ctx, ns, spec.Object.Metric.Name, spec.Object.DescribedObject, msel)
+			return f.r.Client.ObjectCustomMetric(ctx, ns, id.Name, spec.Object.DescribedObject, msel)
 		})
 		return f.count(spec.Type, autoscaler.FromObjectCustomMetric(v, err))
-	case autoscalingv2.ExternalMetricSourceType:
-		if spec.External == nil {
-			return autoscaler.MetricValues{}
-		}
-		msel, err := metav1.LabelSelectorAsSelector(spec.External.Metric.Selector)
-		if err != nil {
-			return autoscaler.MetricValues{Err: err}
-		}
-		items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]externalapi.ExternalMetricValue, error) {
-			return f.r.Client.ExternalMetric(ctx, ns, spec.External.Metric.Name, msel)
-		})
-		return f.count(spec.Type, autoscaler.FromExternalMetrics(items, err))
 	}
-	return autoscaler.MetricValues{}
+	items, err := timed(f, string(spec.Type), func(ctx context.Context) ([]externalapi.ExternalMetricValue, error) {
+		return f.r.Client.ExternalMetric(ctx, ns, id.Name, msel)
+	})
+	return f.count(spec.Type, autoscaler.FromExternalMetrics(items, err))
 }
 
 // count reports a failed read (an API error or an empty answer).

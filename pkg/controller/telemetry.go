@@ -70,57 +70,45 @@ type Metrics struct {
 
 // NewMetrics creates the collectors and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	buckets := []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	m := &Metrics{
-		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "reconcile_duration_seconds",
-			Help:    "Duration of one reconcile of one HPA (scale read, metric reads, decision, writes).",
-			Buckets: buckets,
-		}, []string{"result"}),
-		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "decisions_total",
-			Help: "Reconcile decisions by outcome and the condition reason that explains them.",
-		}, []string{"decision", "reason"}),
-		MetricFetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "metric_fetch_errors_total",
-			Help: "Failed reads of the metrics APIs, by HPA metric source type.",
-		}, []string{"source"}),
-		MetricFetchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "metric_fetch_duration_seconds",
-			Help:    "Duration of reads of the metrics APIs, by HPA metric source type.",
-			Buckets: buckets,
-		}, []string{"source"}),
-		ScaleOperations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "scale_operations_total",
-			Help: "Rescales of scale targets by direction and result (dry_run: decided, not applied).",
-		}, []string{"direction", "result"}),
-		StatusUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "status_updates_total",
-			Help: "HPA status writes by result.",
-		}, []string{"result"}),
-		DesiredReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "desired_replicas",
-			Help: "The desired replica count of the last reconcile of each HPA.",
-		}, []string{"namespace", "hpa"}),
-		HPAs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "hpas",
-			Help: "HPAs whose state (recommendations, scale events) the controller keeps.",
-		}),
-		CoexistActions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "coexist_actions_total",
-			Help: "Actions beside kube-controller-manager: ScaledToZero, Activated, FallbackApplied, FallbackEnded, InvalidAnnotation.",
-		}, []string{"action"}),
-		FenceRefusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "fence_refusals_total",
-			Help: "Times the leader lease fence refused a write (lease lost or not renewed in time) and stopped the workers.",
-		}),
-		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "leader",
-			Help: "1 while this process is the active controller (holds the lease or runs without leader election).",
-		}),
+	var all []prometheus.Collector
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
 	}
-	for _, c := range []prometheus.Collector{m.ReconcileDuration, m.Decisions, m.MetricFetchErrors, m.MetricFetchDuration,
-		m.ScaleOperations, m.StatusUpdates, m.DesiredReplicas, m.HPAs, m.CoexistActions, m.FenceRefusals, m.Leader} {
+	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
+		all = append(all, c)
+		return c
+	}
+	histograms := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help,
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}}, labels)
+		all = append(all, h)
+		return h
+	}
+	m := &Metrics{
+		ReconcileDuration: histograms("reconcile_duration_seconds",
+			"Duration of one reconcile of one HPA (scale read, metric reads, decision, writes).", "result"),
+		Decisions: counters("decisions_total",
+			"Reconcile decisions by outcome and the condition reason that explains them.", "decision", "reason"),
+		MetricFetchErrors: counters("metric_fetch_errors_total",
+			"Failed reads of the metrics APIs, by HPA metric source type.", "source"),
+		MetricFetchDuration: histograms("metric_fetch_duration_seconds",
+			"Duration of reads of the metrics APIs, by HPA metric source type.", "source"),
+		ScaleOperations: counters("scale_operations_total",
+			"Rescales of scale targets by direction and result (dry_run: decided, not applied).", "direction", "result"),
+		StatusUpdates: counters("status_updates_total", "HPA status writes by result.", "result"),
+		DesiredReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("desired_replicas",
+			"The desired replica count of the last reconcile of each HPA.")), []string{"namespace", "hpa"}),
+		HPAs: prometheus.NewGauge(prometheus.GaugeOpts(opts("hpas",
+			"HPAs whose state (recommendations, scale events) the controller keeps."))),
+		CoexistActions: counters("coexist_actions_total",
+			"Actions beside kube-controller-manager: ScaledToZero, Activated, FallbackApplied, FallbackEnded, InvalidAnnotation.", "action"),
+		FenceRefusals: prometheus.NewCounter(prometheus.CounterOpts(opts("fence_refusals_total",
+			"Times the leader lease fence refused a write (lease lost or not renewed in time) and stopped the workers."))),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts(opts("leader",
+			"1 while this process is the active controller (holds the lease or runs without leader election)."))),
+	}
+	for _, c := range append(all, m.DesiredReplicas, m.HPAs, m.FenceRefusals, m.Leader) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering controller metrics: %w", err)
 		}

@@ -32,6 +32,7 @@ import (
 	cmfake "k8s.io/metrics/pkg/client/custom_metrics/fake"
 	emfake "k8s.io/metrics/pkg/client/external_metrics/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
@@ -180,7 +181,7 @@ func newExplainer(t *testing.T, w world) *Explainer {
 func TestExplain(t *testing.T) {
 	withBehavior := hpaFor(1, 10, cpuMetric(50))
 	withBehavior.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{
-		StabilizationWindowSeconds: ptr[int32](60),
+		StabilizationWindowSeconds: ptr.To[int32](60),
 		Policies:                   []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 60}},
 	}}
 	last := metav1.NewTime(now.Add(-20 * time.Second))

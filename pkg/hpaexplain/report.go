@@ -7,6 +7,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 )
@@ -48,7 +49,7 @@ type Explanation struct {
 	// Conditions are the status conditions the reconcile would write.
 	Conditions []Condition `json:"conditions"`
 	// Events are the events it would record.
-	Events []Event `json:"events,omitempty"`
+	Events []autoscaler.Event `json:"events,omitempty"`
 	// History is what the controller's in-memory history could change.
 	History History `json:"history"`
 	// Error is the reconcile's error, if any.
@@ -147,13 +148,6 @@ type Condition struct {
 	Message string `json:"message"`
 }
 
-// Event is an event the reconcile would record.
-type Event struct {
-	Type    string `json:"type"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-}
-
 func newExplanation(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autoscaler.Autoscaler, now time.Time) *Explanation {
 	ref := hpa.Spec.ScaleTargetRef
 	minR := int32(1)
@@ -186,15 +180,12 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 			x.Pods.Ready++
 		}
 	}
-	x.DesiredReplicas, x.Rescale, x.Reason = d.DesiredReplicas, d.Rescale, d.Reason
+	x.DesiredReplicas, x.Rescale, x.Reason, x.Events = d.DesiredReplicas, d.Rescale, d.Reason, d.Events
 	if d.Err != nil && x.Error == "" {
 		x.Error = d.Err.Error()
 	}
 	for _, c := range d.Status.Conditions {
 		x.Conditions = append(x.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message})
-	}
-	for _, e := range d.Events {
-		x.Events = append(x.Events, Event(e))
 	}
 	if !d.MetricsComputed {
 		if x.MetricsSkipped == "" {
@@ -211,7 +202,7 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 			mx.Name = describeSpec(spec)
 			mx.Error = m.Err.Error()
 		} else {
-			mx.ProposedReplicas = ptr(m.Replicas)
+			mx.ProposedReplicas = ptr.To(m.Replicas)
 			mx.Current = autoscaler.CurrentValue(m.Status)
 			mx.UsageRatio = round(m.UsageRatio)
 			r := m.UsageRatio
@@ -220,13 +211,13 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 				r = m.AdjustedUsageRatio
 			}
 			if !(d.CurrentReplicas == 0 && isValueTarget(spec)) {
-				mx.WithinTolerance = ptr(tol.IsWithin(r))
+				mx.WithinTolerance = ptr.To(tol.IsWithin(r))
 			}
 		}
 		x.Metrics = append(x.Metrics, mx)
 	}
 	if d.MetricReplicas >= 0 {
-		x.ProposedReplicas, x.ProposingMetric = ptr(d.MetricReplicas), d.Metric
+		x.ProposedReplicas, x.ProposingMetric = ptr.To(d.MetricReplicas), d.Metric
 	}
 	if n := d.Normalization; n != nil {
 		xn := &Normalization{
@@ -238,7 +229,7 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 			LimitReason:        n.LimitReason,
 		}
 		if n.ScaleDownLimit >= 0 {
-			xn.ScaleDownLimit = ptr(n.ScaleDownLimit)
+			xn.ScaleDownLimit = ptr.To(n.ScaleDownLimit)
 		}
 		if n.Behavior {
 			h := hpa.DeepCopy()
@@ -370,8 +361,6 @@ func describeTarget(s autoscalingv2.MetricSpec) string {
 	}
 	return "invalid target"
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // round keeps a ratio to six decimals for a stable output; nil when it is
 // not finite.

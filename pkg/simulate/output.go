@@ -10,6 +10,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 )
@@ -58,7 +59,7 @@ type StepResult struct {
 	// Conditions are the HPA's status conditions after the step.
 	Conditions []Condition `json:"conditions"`
 	// Events are the events the controller would record.
-	Events []Event `json:"events,omitempty"`
+	Events []autoscaler.Event `json:"events,omitempty"`
 	// Error is the reconcile error, if any.
 	Error string `json:"error,omitempty"`
 	// Scaler is promscaler's coexistence decision after
@@ -162,14 +163,6 @@ type Condition struct {
 	LastTransitionTime time.Time `json:"lastTransitionTime"`
 }
 
-// Event is an event the controller would record.
-type Event struct {
-	// Type is Normal or Warning; Reason and Message as recorded.
-	Type    string `json:"type"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-}
-
 func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32, pods []*v1.Pod, specs []autoscalingv2.MetricSpec, d autoscaler.Decision, replicasAfter int32) StepResult {
 	r := StepResult{
 		Step: i, At: at.String(), Time: now,
@@ -179,6 +172,7 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 		Replicas:        replicasAfter,
 		Reason:          d.Reason,
 		Conditions:      []Condition{},
+		Events:          d.Events,
 	}
 	for _, p := range pods {
 		r.Pods.Total++
@@ -189,17 +183,17 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 		}
 	}
 	if d.MetricsComputed && d.MetricReplicas >= 0 {
-		r.ProposedReplicas = ptr(d.MetricReplicas)
+		r.ProposedReplicas = ptr.To(d.MetricReplicas)
 	}
 	if d.StabilizedReplicas >= 0 {
-		r.StabilizedReplicas = ptr(d.StabilizedReplicas)
+		r.StabilizedReplicas = ptr.To(d.StabilizedReplicas)
 	}
 	for j, m := range d.Metrics {
 		mr := MetricResult{Index: j, Key: metricKey(specs[j]), Type: string(specs[j].Type), Name: m.Name, Pods: m.Pods}
 		if m.Err != nil {
 			mr.Error = m.Err.Error()
 		} else {
-			mr.ProposedReplicas = ptr(m.Replicas)
+			mr.ProposedReplicas = ptr.To(m.Replicas)
 			mr.Current = autoscaler.CurrentValue(m.Status)
 			mr.UsageRatio = ratio(m.UsageRatio)
 			if m.AdjustedUsageRatio != 0 {
@@ -210,9 +204,6 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 	}
 	for _, c := range d.Status.Conditions {
 		r.Conditions = append(r.Conditions, Condition{Type: string(c.Type), Status: string(c.Status), Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime.UTC()})
-	}
-	for _, e := range d.Events {
-		r.Events = append(r.Events, Event(e))
 	}
 	if d.Err != nil {
 		r.Error = d.Err.Error()

@@ -15,6 +15,7 @@ import (
 	externalapi "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/scaletozero"
@@ -204,7 +205,7 @@ func (w *world) scalerStep(spec scaletozero.Spec, z *scaletozero.State, keySpecs
 	*z = d.State
 	r := &ScalerResult{Phase: string(d.State.Phase), Failures: d.State.Failures, Action: string(d.Action), Reason: d.Reason}
 	if d.Scale != nil {
-		r.Scale = ptr(*d.Scale)
+		r.Scale = ptr.To(*d.Scale)
 		if st.ScaleError == "" {
 			w.replicas = *d.Scale
 			w.follow(st.At.Duration)
@@ -317,17 +318,17 @@ func (w *world) pods(at time.Duration) []*v1.Pod {
 			case age < t.NewPods.PendingFor.Duration:
 				f.Phase = v1.PodPending
 				f.NoStartTime, f.StartTime = true, nil
-				f.Ready = ptr(false)
+				f.Ready = ptr.To(false)
 				f.ReadySince = &Duration{g.created}
 			case age < readyAt:
 				f.Phase = v1.PodRunning
 				f.NoStartTime, f.StartTime = false, &Duration{running}
-				f.Ready = ptr(false)
+				f.Ready = ptr.To(false)
 				f.ReadySince = &Duration{running}
 			default:
 				f.Phase = v1.PodRunning
 				f.NoStartTime, f.StartTime = false, &Duration{running}
-				f.Ready = ptr(true)
+				f.Ready = ptr.To(true)
 				f.ReadySince = &Duration{g.created + readyAt}
 			}
 			f.DeletedAt = nil
@@ -340,8 +341,6 @@ func (w *world) pods(at time.Duration) []*v1.Pod {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }
 
 var defaultPodAge = Duration{-time.Hour}
 

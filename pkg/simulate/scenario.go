@@ -378,16 +378,8 @@ func describeDecodeError(err error, root *yaml.Node) error {
 		}
 		return fmt.Errorf("%s: cannot use %s as %s", orRoot(field), typeErr.Value, typeErr.Type)
 	}
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		name, _ := strconv.Unquote(rest)
-		if path, line := findKey(root, name, ""); line > 0 {
-			return &LineError{Line: line, Err: fmt.Errorf("%s: unknown field", path)}
-		}
-		return fmt.Errorf("unknown field %s", rest)
-	}
-	msg = strings.TrimPrefix(msg, "json: ")
-	return fmt.Errorf("invalid scenario: %s", msg)
+	// Unknown fields never get here: checkKeys has named them.
+	return fmt.Errorf("invalid scenario: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // findPath follows a dotted path of mapping keys from root.
@@ -410,37 +402,6 @@ func findPath(root *yaml.Node, path string) *yaml.Node {
 		n = next
 	}
 	return n
-}
-
-// findKey finds the first mapping key named name, depth first, returning
-// its path and line.
-func findKey(n *yaml.Node, name, path string) (string, int) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			p := joinPath(path, k.Value)
-			if k.Value == name {
-				return p, k.Line
-			}
-			if fp, line := findKey(n.Content[i+1], name, p); line > 0 {
-				return fp, line
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			if fp, line := findKey(c, name, fmt.Sprintf("%s[%d]", path, i)); line > 0 {
-				return fp, line
-			}
-		}
-	case yaml.DocumentNode, yaml.AliasNode:
-		for _, c := range n.Content {
-			if fp, line := findKey(c, name, path); line > 0 {
-				return fp, line
-			}
-		}
-	}
-	return "", 0
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)

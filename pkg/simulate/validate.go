@@ -49,7 +49,7 @@ func (s *Scenario) validate() []error {
 			add("hpa.spec.minReplicas", "must not be negative, got %d", *m)
 		case *m == 0 && !scaleToZero:
 			add("hpa.spec.minReplicas", "0 needs the scaleToZero feature (controller.features.scaleToZero)")
-		case *m == 0 && !hasObjectOrExternal(spec.Metrics):
+		case *m == 0 && !autoscaler.HasObjectOrExternal(spec.Metrics):
 			add("hpa.spec.minReplicas", "0 needs at least one Object or External metric")
 		case *m > spec.MaxReplicas:
 			add("hpa.spec.minReplicas", "must not exceed maxReplicas (%d), got %d", spec.MaxReplicas, *m)
@@ -161,15 +161,6 @@ func (s *Scenario) validate() []error {
 		}
 	}
 	return errs
-}
-
-func hasObjectOrExternal(ms []autoscalingv2.MetricSpec) bool {
-	for _, m := range ms {
-		if m.Type == autoscalingv2.ObjectMetricSourceType || m.Type == autoscalingv2.ExternalMetricSourceType {
-			return true
-		}
-	}
-	return false
 }
 
 func validateMetric(path string, m autoscalingv2.MetricSpec) []error {
@@ -338,14 +329,6 @@ func validatePodFields(path string, p *PodSpecFields) []error {
 	return errs
 }
 
-// metricSpecsOrDefault mirrors autoscaler.MetricSpecs on a spec list.
-func metricSpecsOrDefault(ms []autoscalingv2.MetricSpec) []autoscalingv2.MetricSpec {
-	if len(ms) == 0 {
-		return []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: v1.ResourceCPU}}}
-	}
-	return ms
-}
-
 // metricKey is the name a scenario uses for a metric spec.
 func metricKey(m autoscalingv2.MetricSpec) string {
 	switch {
@@ -365,7 +348,6 @@ func metricKey(m autoscalingv2.MetricSpec) string {
 
 // resolveMetricKey finds the spec a step's metrics key names.
 func resolveMetricKey(specs []autoscalingv2.MetricSpec, key string) (int, error) {
-	specs = metricSpecsOrDefault(specs)
 	if rest, ok := strings.CutPrefix(key, "#"); ok {
 		var i int
 		if _, err := fmt.Sscanf(rest, "%d", &i); err != nil || fmt.Sprint(i) != rest || i < 0 || i >= len(specs) {
@@ -528,7 +510,7 @@ func (s *Scenario) scalerSpec() (scaletozero.Spec, bool) {
 // keySpecs are the metric specs steps[i].metrics keys name: the HPA's (or
 // its default), then an activation metric that is not one of them.
 func (s *Scenario) keySpecs() []autoscalingv2.MetricSpec {
-	specs := metricSpecsOrDefault(s.HPA.Spec.Metrics)
+	specs := autoscaler.MetricSpecs(&s.HPA)
 	if a := s.activation(); a != nil && a.HPAIndex < 0 {
 		specs = append(append([]autoscalingv2.MetricSpec(nil), specs...), a.Spec)
 	}
