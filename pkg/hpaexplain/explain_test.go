@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -36,9 +33,8 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
+	"github.com/promscaler/promscaler/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden explanations in testdata")
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -267,29 +263,9 @@ func TestExplain(t *testing.T) {
 			if err := x.WriteText(&text); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("testdata", tc.name+".json"), js.Bytes())
-			golden(t, filepath.Join("testdata", tc.name+".txt"), text.Bytes())
+			golden.Check(t, filepath.Join("testdata", tc.name+".json"), js.Bytes())
+			golden.Check(t, filepath.Join("testdata", tc.name+".txt"), text.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
 	}
 }
 

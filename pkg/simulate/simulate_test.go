@@ -2,16 +2,14 @@ package simulate
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden outputs of the examples")
+	"github.com/promscaler/promscaler/test/golden"
+)
 
 const examplesDir = "../../docs/examples/simulate"
 
@@ -42,26 +40,9 @@ func TestExamplesGolden(t *testing.T) {
 			if err := res.WriteTable(&table); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join(examplesDir, name+".golden.json"), js.Bytes())
-			golden(t, filepath.Join(examplesDir, name+".golden.txt"), table.Bytes())
+			golden.Check(t, filepath.Join(examplesDir, name+".golden.json"), js.Bytes())
+			golden.Check(t, filepath.Join(examplesDir, name+".golden.txt"), table.Bytes())
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
 	}
 }
 

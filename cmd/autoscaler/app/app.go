@@ -55,29 +55,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runController(args []string, stdout, stderr io.Writer) int {
 	o := NewOptions()
 	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stdout, usage+"\nflags:\n")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
 	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
+	if code, ok := parseFlags(fs, args, usage+"\nflags:\n", stdout, stderr, func() []error {
+		if fs.NArg() > 0 {
+			return []error{fmt.Errorf("unexpected argument %q (subcommands: explain, simulate)", fs.Arg(0))}
 		}
-		fmt.Fprintf(stderr, "autoscaler: %v\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "autoscaler: unexpected argument %q (subcommands: explain, simulate)\n", fs.Arg(0))
-		return 2
-	}
-	if errs := o.Validate(); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintf(stderr, "autoscaler: %v\n", err)
-		}
-		return 2
+		return o.Validate()
+	}); !ok {
+		return code
 	}
 	cfg, err := o.Config()
 	if err != nil {
@@ -97,4 +82,31 @@ func runController(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseFlags parses args into fs, prints help (help, then the flags) to
+// stdout on --help and each bad flag or validate error to stderr as
+// "NAME: error". ok is false when the command stops there, with code 0
+// after --help, 2 otherwise.
+func parseFlags(fs *pflag.FlagSet, args []string, help string, stdout, stderr io.Writer, validate func() []error) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, help)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 2, false
+	}
+	if errs := validate(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		}
+		return 2, false
+	}
+	return 0, true
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
@@ -98,25 +97,9 @@ type explainClients func(rc *rest.Config, timeout time.Duration) (kubernetes.Int
 func runExplain(prog string, args []string, stdout, stderr io.Writer, build explainClients) int {
 	o := &explainOptions{algorithm: NewAlgorithmOptions()}
 	fs := pflag.NewFlagSet(prog, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, explainUsage, prog)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-	}
 	o.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		return 2
-	}
-	if errs := o.validate(fs.Args()); len(errs) > 0 {
-		for _, err := range errs {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, fmt.Sprintf(explainUsage, prog), stdout, stderr, func() []error { return o.validate(fs.Args()) }); !ok {
+		return code
 	}
 	cfg, err := o.algorithm.Config()
 	if err != nil {
@@ -133,9 +116,7 @@ func runExplain(prog string, args []string, stdout, stderr io.Writer, build expl
 }
 
 func explain(ctx context.Context, o *explainOptions, cfg autoscaler.Config, arg string, stdout io.Writer, build explainClients) error {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	loader := clientConfig(o.kubeconfig, o.context)
 	rc, err := loader.ClientConfig()
 	if err != nil {
 		return fmt.Errorf("loading the Kubernetes client configuration: %w", err)

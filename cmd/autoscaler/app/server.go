@@ -112,12 +112,17 @@ type Completed struct {
 	standby atomic.Bool
 }
 
-// restConfig loads the client configuration: --kubeconfig, else
+// clientConfig loads the client configuration: kubeconfig, else
 // $KUBECONFIG and ~/.kube/config, else the in-cluster service account.
-func (c *Config) restConfig() (*rest.Config, error) {
+func clientConfig(kubeconfig, context string) clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = c.Kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	rules.ExplicitPath = kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+}
+
+// restConfig is the controller's client configuration (--kubeconfig).
+func (c *Config) restConfig() (*rest.Config, error) {
+	rc, err := clientConfig(c.Kubeconfig, "").ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading the Kubernetes client configuration: %w", err)
 	}
