@@ -166,13 +166,7 @@ func runUpstream(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscaler, w *wo
 		mu.Unlock()
 		return true, obj, nil
 	})
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
-	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c := podautoscaler.NewHorizontalController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), mapper, metrics,
-		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(), time.Hour, 0, 0.1, 2*time.Minute, 10*time.Second)
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 1)
+	startUpstream(ctx, client, scales, metrics, time.Hour, 0)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -190,6 +184,19 @@ func runUpstream(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscaler, w *wo
 	}
 	sort.Strings(res.events)
 	return res
+}
+
+// startUpstream runs kube-controller-manager's HPA controller on the fakes
+// until ctx ends, with sync period resync and downscale stabilization
+// window (the other flags at their defaults).
+func startUpstream(ctx context.Context, client *fake.Clientset, scales *scalefake.FakeScaleClient, metrics metricsclient.MetricsClient, resync, window time.Duration) {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c := podautoscaler.NewHorizontalController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), mapper, metrics,
+		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(), resync, window, 0.1, 2*time.Minute, 10*time.Second)
+	factory.Start(ctx.Done())
+	go c.Run(ctx, 1)
 }
 
 func TestReconcileDifferential(t *testing.T) {

@@ -13,20 +13,16 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	autoscalingapiv2 "k8s.io/kubernetes/pkg/apis/autoscaling/v2"
-	"k8s.io/kubernetes/pkg/controller/podautoscaler"
 	metricsclient "k8s.io/kubernetes/pkg/controller/podautoscaler/metrics"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
@@ -193,13 +189,7 @@ func runUpstreamSequence(t *testing.T, hpa *autoscalingv2.HorizontalPodAutoscale
 		mu.Unlock()
 		return true, obj, nil
 	})
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "apps", Version: "v1"}})
-	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	c := podautoscaler.NewHorizontalController(ctx, client.CoreV1(), scales, client.AutoscalingV2(), mapper, metrics,
-		factory.Autoscaling().V2().HorizontalPodAutoscalers(), factory.Core().V1().Pods(), time.Second, window, 0.1, 2*time.Minute, 10*time.Second)
-	factory.Start(ctx.Done())
-	go c.Run(ctx, 1)
+	startUpstream(ctx, client, scales, metrics, time.Second, window)
 	deadline := time.Now().Add(time.Duration(steps+10) * 2 * time.Second)
 	for {
 		mu.Lock()
