@@ -2,7 +2,6 @@ package hpaexplain
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -28,7 +27,7 @@ type Explanation struct {
 	Tolerance Tolerance `json:"tolerance"`
 	// Pods counts the pods the target's selector matched, and the Running
 	// and Ready ones among them.
-	Pods PodCount `json:"pods"`
+	Pods autoscaler.PodCount `json:"pods"`
 	// MetricsSkipped says why the metrics were not evaluated (the current
 	// count is out of [min, max], or scaling is disabled at zero).
 	MetricsSkipped string `json:"metricsSkipped,omitempty"`
@@ -73,12 +72,6 @@ type Target struct {
 type Tolerance struct {
 	ScaleDown float64 `json:"scaleDown"`
 	ScaleUp   float64 `json:"scaleUp"`
-}
-
-// PodCount counts pods.
-type PodCount struct {
-	Total int `json:"total"`
-	Ready int `json:"ready"`
 }
 
 // Metric is one metric spec's evaluation.
@@ -174,12 +167,7 @@ func newExplanation(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autoscaler.Au
 
 // fill completes the explanation from the decision.
 func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autoscaler.Autoscaler, d *autoscaler.Decision, pods []*v1.Pod) {
-	for _, p := range pods {
-		x.Pods.Total++
-		if p.Status.Phase == v1.PodRunning && podReady(p) {
-			x.Pods.Ready++
-		}
-	}
+	x.Pods = autoscaler.CountPods(pods)
 	x.DesiredReplicas, x.Rescale, x.Reason, x.Events = d.DesiredReplicas, d.Rescale, d.Reason, d.Events
 	if d.Err != nil && x.Error == "" {
 		x.Error = d.Err.Error()
@@ -204,10 +192,10 @@ func (x *Explanation) fill(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autosc
 		} else {
 			mx.ProposedReplicas = ptr.To(m.Replicas)
 			mx.Current = autoscaler.CurrentValue(m.Status)
-			mx.UsageRatio = round(m.UsageRatio)
+			mx.UsageRatio = autoscaler.RoundRatio(m.UsageRatio)
 			r := m.UsageRatio
 			if m.AdjustedUsageRatio != 0 {
-				mx.AdjustedUsageRatio = round(m.AdjustedUsageRatio)
+				mx.AdjustedUsageRatio = autoscaler.RoundRatio(m.AdjustedUsageRatio)
 				r = m.AdjustedUsageRatio
 			}
 			if !(d.CurrentReplicas == 0 && isValueTarget(spec)) {
@@ -290,15 +278,6 @@ func historyNotes(x *Explanation, hpa *autoscalingv2.HorizontalPodAutoscaler, n 
 	return notes
 }
 
-func podReady(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodReady {
-			return c.Status == v1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // isValueTarget reports whether spec is an Object or External metric with
 // a Value target, whose proposal from zero replicas ignores the tolerance.
 func isValueTarget(spec autoscalingv2.MetricSpec) bool {
@@ -360,14 +339,4 @@ func describeTarget(s autoscalingv2.MetricSpec) string {
 		return t.Value.String() + " in total"
 	}
 	return "invalid target"
-}
-
-// round keeps a ratio to six decimals for a stable output; nil when it is
-// not finite.
-func round(f float64) *float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil
-	}
-	r := math.Round(f*1e6) / 1e6
-	return &r
 }

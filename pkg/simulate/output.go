@@ -37,7 +37,7 @@ type StepResult struct {
 	CurrentReplicas int32 `json:"currentReplicas"`
 	StatusReplicas  int32 `json:"statusReplicas"`
 	// Pods counts the pods the selector matched, and how many were ready.
-	Pods PodCount `json:"pods"`
+	Pods autoscaler.PodCount `json:"pods"`
 	// Metrics has one entry per metric spec (absent when the metrics were
 	// not evaluated: current count out of range, or scaling disabled).
 	Metrics []MetricResult `json:"metrics,omitempty"`
@@ -119,14 +119,6 @@ type HistoryScaler struct {
 	Failures  int32  `json:"failures,omitempty"`
 }
 
-// PodCount counts pods.
-type PodCount struct {
-	// Total counts the pods the selector matched.
-	Total int `json:"total"`
-	// Ready counts those Running with Ready=True.
-	Ready int `json:"ready"`
-}
-
 // MetricResult is one metric's evaluation.
 type MetricResult struct {
 	// Index is the position in spec.metrics; Key the scenario's name for
@@ -167,20 +159,13 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 	r := StepResult{
 		Step: i, At: at.String(), Time: now,
 		CurrentReplicas: current, StatusReplicas: statusReplicas,
+		Pods:            autoscaler.CountPods(pods),
 		DesiredReplicas: d.Status.DesiredReplicas,
 		Rescaled:        d.Rescale && replicasAfter == d.DesiredReplicas && replicasAfter != current,
 		Replicas:        replicasAfter,
 		Reason:          d.Reason,
 		Conditions:      []Condition{},
 		Events:          d.Events,
-	}
-	for _, p := range pods {
-		r.Pods.Total++
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady && c.Status == v1.ConditionTrue && p.Status.Phase == v1.PodRunning {
-				r.Pods.Ready++
-			}
-		}
 	}
 	if d.MetricsComputed && d.MetricReplicas >= 0 {
 		r.ProposedReplicas = ptr.To(d.MetricReplicas)
@@ -195,9 +180,9 @@ func stepResult(i int, at Duration, now time.Time, current, statusReplicas int32
 		} else {
 			mr.ProposedReplicas = ptr.To(m.Replicas)
 			mr.Current = autoscaler.CurrentValue(m.Status)
-			mr.UsageRatio = ratio(m.UsageRatio)
+			mr.UsageRatio = autoscaler.RoundRatio(m.UsageRatio)
 			if m.AdjustedUsageRatio != 0 {
-				mr.AdjustedUsageRatio = ratio(m.AdjustedUsageRatio)
+				mr.AdjustedUsageRatio = autoscaler.RoundRatio(m.AdjustedUsageRatio)
 			}
 		}
 		r.Metrics = append(r.Metrics, mr)

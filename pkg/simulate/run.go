@@ -3,7 +3,6 @@ package simulate
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -510,14 +509,4 @@ func (mv MetricValue) valueFor(name string) resource.Quantity {
 		return q
 	}
 	return *mv.AllPods
-}
-
-// ratio rounds a usage ratio to six decimals for a readable, stable
-// output; nil when it is not finite.
-func ratio(f float64) *float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil
-	}
-	r := math.Round(f*1e6) / 1e6
-	return &r
 }
