@@ -26,17 +26,27 @@ podTemplate:
   newPods: {readyAfter: 20s}
 `
 
-func runScenario(t *testing.T, doc string) *Result {
+// runScenario parses and runs doc, with opts[0] if given.
+func runScenario(t *testing.T, doc string, opts ...Options) *Result {
 	t.Helper()
 	s, err := Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(s, Options{})
+	r, err := Run(s, append(opts, Options{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// replicasOf lists the target's replicas after each step.
+func replicasOf(r *Result) []int32 {
+	var got []int32
+	for _, st := range r.Steps {
+		got = append(got, st.Replicas)
+	}
+	return got
 }
 
 func TestRunSemantics(t *testing.T) {
@@ -166,25 +176,14 @@ func TestRunHistory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse([]byte(tc.scenario))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := Run(s, Options{History: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []int32
-			for _, st := range r.Steps {
-				got = append(got, st.Replicas)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			r := runScenario(t, tc.scenario, Options{History: true})
+			if diff := cmp.Diff(tc.want, replicasOf(r)); diff != "" {
 				t.Errorf("replicas (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.firstRec, r.Steps[0].History.Recommendations); diff != "" {
 				t.Errorf("recommendations after the first step (-want +got):\n%s", diff)
 			}
-			if r2, _ := Run(s, Options{}); r2.Steps[0].History != nil {
+			if r2 := runScenario(t, tc.scenario); r2.Steps[0].History != nil {
 				t.Error("history reported without Options.History")
 			}
 		})
@@ -196,14 +195,7 @@ func TestRunExplicitActivationMetric(t *testing.T) {
 	scenario = strings.Replace(scenario, "  replicas: 2\n", "  replicas: 0\n", 1)
 	scenario = strings.Replace(scenario, "pods:\n  - name: web-0\n  - name: web-1\n", "", 1)
 	scenario += "      activation: {value: \"2\"}\n  - at: 15s\n    metrics:\n      jobs: {value: \"4\"}\nhistory:\n  scaler: {phase: ScaledToZero}\n"
-	s, err := Parse([]byte(scenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run(s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runScenario(t, scenario)
 	if sc := r.Steps[0].Scaler; sc.Phase != "ScaledToZero" || sc.Scale != nil || !strings.Contains(sc.Reason, "jobs{queue=a} is 2, at or below the threshold 3") {
 		t.Errorf("step 0: want the target kept at zero, got %+v", sc)
 	}

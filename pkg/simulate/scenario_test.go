@@ -30,14 +30,7 @@ steps:
 `
 
 func TestParseMinimal(t *testing.T) {
-	s, err := Parse([]byte(minimal))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run(s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runScenario(t, minimal)
 	st := r.Steps[0]
 	if st.Replicas != 4 || r.HPA != "default/scenario" || !st.Time.Equal(DefaultStart) {
 		t.Errorf("got replicas %d, hpa %q, time %v; want 4, default/scenario, %v", st.Replicas, r.HPA, st.Time, DefaultStart)

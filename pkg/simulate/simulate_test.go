@@ -135,11 +135,7 @@ func TestExamplesBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []int32
-			for _, st := range r.Steps {
-				got = append(got, st.Replicas)
-			}
-			if diff := cmp.Diff(tc.replicas, got); diff != "" {
+			if diff := cmp.Diff(tc.replicas, replicasOf(r)); diff != "" {
 				t.Errorf("replicas after each step (-want +got):\n%s", diff)
 			}
 			tc.check(t, r)
