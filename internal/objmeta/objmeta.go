@@ -1,38 +1,69 @@
-// Package objmeta holds what the adapter's metadata informer caches share.
+// Package objmeta holds what the adapter's object cache (provider.ObjectCache)
+// keeps of each object, and what the readers of that cache share: the custom
+// metrics path lists names by label from it, metrics.k8s.io its Running pods
+// and its nodes.
 package objmeta
 
 import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Strip is an informer transform that keeps what listing by name, namespace
-// and label needs (plus the type, UID and resource version informers rely on)
-// and drops the rest, so a cache of many objects stays small. Tombstones
-// (cache.DeletedFinalStateUnknown) and anything that is not a
-// *metav1.PartialObjectMetadata pass through unchanged.
-func Strip(obj any) (any, error) { return keep(obj, true), nil }
+// Errors of the object cache.
+var (
+	// ErrCacheNotRunning is returned before the cache runs or after it
+	// stopped.
+	ErrCacheNotRunning = errors.New("object cache is not running")
+	// ErrCacheNotSynced is returned (wrapped) when a resource's cache did
+	// not finish its first list within the sync timeout (for instance
+	// because RBAC forbids listing the resource).
+	ErrCacheNotSynced = errors.New("object cache not synced")
+)
 
-// Identity is Strip without the labels: the transform of a cache that only
-// says which objects exist (the Running pods of metrics.k8s.io), their
-// labels being kept in another cache.
-func Identity(obj any) (any, error) { return keep(obj, false), nil }
+// Object is what the cache keeps of an object: its name, namespace, UID,
+// resource version and labels, and for a pod its phase (a pod's phase is
+// not in its metadata: pods are watched whole and stripped to this).
+// Cached objects are shared: read-only.
+type Object struct {
+	metav1.PartialObjectMetadata
+	// Phase is a pod's status.phase; "" for other resources.
+	Phase corev1.PodPhase
+}
 
-func keep(obj any, withLabels bool) any {
-	p, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj
+// DeepCopyObject implements runtime.Object, keeping the phase.
+func (o *Object) DeepCopyObject() runtime.Object {
+	c := &Object{Phase: o.Phase}
+	o.PartialObjectMetadata.DeepCopyInto(&c.PartialObjectMetadata)
+	return c
+}
+
+// Strip is the cache's informer transform: a *metav1.PartialObjectMetadata
+// or a *corev1.Pod becomes an *Object keeping only what listing by name,
+// namespace, label and (for pods) phase needs, so that a cache of many
+// objects stays small. Anything else (tombstones,
+// cache.DeletedFinalStateUnknown) passes through unchanged.
+func Strip(obj any) (any, error) {
+	var m *metav1.ObjectMeta
+	var phase corev1.PodPhase
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		m = &o.ObjectMeta
+	case *corev1.Pod:
+		m, phase = &o.ObjectMeta, o.Status.Phase
+	default:
+		return obj, nil
 	}
-	m := &metav1.PartialObjectMetadata{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            p.Name,
-			Namespace:       p.Namespace,
-			UID:             p.UID,
-			ResourceVersion: p.ResourceVersion,
-		},
-	}
-	if withLabels {
-		m.Labels = p.Labels
-	}
-	return m
+	return &Object{
+		PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name:            m.Name,
+			Namespace:       m.Namespace,
+			UID:             m.UID,
+			ResourceVersion: m.ResourceVersion,
+			Labels:          m.Labels,
+		}},
+		Phase: phase,
+	}, nil
 }

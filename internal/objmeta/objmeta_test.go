@@ -4,26 +4,27 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
-func fullPod() *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7",
-			Labels:        map[string]string{"app": "x"},
-			Annotations:   map[string]string{"big": "annotation"},
-			Finalizers:    []string{"f"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
-		},
+func fullMeta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7",
+		Labels:        map[string]string{"app": "x"},
+		Annotations:   map[string]string{"big": "annotation"},
+		Finalizers:    []string{"f"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}
 }
 
 func TestStrip(t *testing.T) {
-	full := fullPod()
-	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: full}
+	kept := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7",
+		Labels: map[string]string{"app": "x"},
+	}}
+	tombstone := cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: &metav1.PartialObjectMetadata{ObjectMeta: fullMeta()}}
 	tests := []struct {
 		name string
 		in   any
@@ -31,14 +32,20 @@ func TestStrip(t *testing.T) {
 	}{
 		{
 			name: "partial object metadata keeps identity and labels only",
-			in:   full,
-			want: &metav1.PartialObjectMetadata{
-				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-				ObjectMeta: metav1.ObjectMeta{
-					Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7",
-					Labels: map[string]string{"app": "x"},
-				},
+			in: &metav1.PartialObjectMetadata{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+				ObjectMeta: fullMeta(),
 			},
+			want: &Object{PartialObjectMetadata: kept},
+		},
+		{
+			name: "a pod keeps its identity, labels and phase, not its spec and status",
+			in: &corev1.Pod{
+				ObjectMeta: fullMeta(),
+				Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "img"}}},
+				Status:     corev1.PodStatus{Phase: corev1.PodPending, PodIP: "10.0.0.1"},
+			},
+			want: &Object{PartialObjectMetadata: kept, Phase: corev1.PodPending},
 		},
 		{name: "tombstone passes through", in: tombstone, want: tombstone},
 		{name: "other types pass through", in: "x", want: "x"},
@@ -56,16 +63,14 @@ func TestStrip(t *testing.T) {
 	}
 }
 
-func TestIdentity(t *testing.T) {
-	got, err := Identity(fullPod())
-	if err != nil {
-		t.Fatalf("Identity: %v", err)
+func TestObjectDeepCopyKeepsPhase(t *testing.T) {
+	o := &Object{PartialObjectMetadata: metav1.PartialObjectMetadata{ObjectMeta: fullMeta()}, Phase: corev1.PodRunning}
+	c := o.DeepCopyObject().(*Object)
+	if diff := cmp.Diff(o, c); diff != "" {
+		t.Errorf("DeepCopyObject (-want +got):\n%s", diff)
 	}
-	want := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "u1", ResourceVersion: "7"},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Identity mismatch (-want +got):\n%s", diff)
+	c.Labels["app"] = "changed"
+	if o.Labels["app"] != "x" {
+		t.Error("the copy shares its labels with the original")
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	goruntime "runtime"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -271,3 +275,100 @@ func BenchmarkOverheadPodsStar5000Samples(b *testing.B) { benchOverheadCached(b,
 // BenchmarkOverheadPodsStar5000SamplesShuffled is the same with the samples
 // in random order (pods with generated names).
 func BenchmarkOverheadPodsStar5000SamplesShuffled(b *testing.B) { benchOverheadCached(b, true) }
+
+// deploymentPod is a Running pod as a Deployment and the kubelet make it:
+// the labels, annotations, owner, managed fields, spec and status the pod
+// informer receives.
+func deploymentPod(ns, name string) *corev1.Pod {
+	fields := metav1.NewFieldsV1(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:name":{},"f:resources":{}}}}}`)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns, UID: types.UID("uid-" + ns + "-" + name), ResourceVersion: "12345",
+			GenerateName: "web-7d4b9c8f6-",
+			Labels: map[string]string{
+				"app": "web", "pod-template-hash": "7d4b9c8f6", "app.kubernetes.io/name": "web",
+				"app.kubernetes.io/instance": "web-prod", "app.kubernetes.io/version": "1.2.3",
+			},
+			Annotations:     map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z", "prometheus.io/scrape": "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9c8f6", UID: "x"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields},
+				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: fields, Subresource: "status"},
+			},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "node-1", ServiceAccountName: "web",
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.example/web:1.2.3", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "prod"}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+				}},
+			}},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.1", HostIP: "192.168.0.1",
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.example/web:1.2.3", ImageID: "sha256:0123456789abcdef"}},
+		},
+	}
+}
+
+func liveHeap() uint64 {
+	var ms goruntime.MemStats
+	goruntime.GC()
+	goruntime.GC()
+	goruntime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkPodCache5000 measures what the adapter keeps for 5,000 Running
+// pods, the one pod cache both metrics paths read: the live heap it adds
+// once synced (heap-bytes/pod), and the time to read every pod with its
+// phase and labels, as metrics.k8s.io does (objects-us).
+func BenchmarkPodCache5000(b *testing.B) {
+	const n = 5000
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for range b.N {
+		b.StopTimer()
+		client := newFakeCluster(b)
+		for i := range n {
+			if err := client.kube.Tracker().Add(deploymentPod(fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("web-7d4b9c8f6-%05d", i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base := liveHeap()
+		c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{SyncTimeout: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Run(ctx)
+		}()
+		for !c.Synced(pods) {
+			time.Sleep(time.Millisecond)
+		}
+		if names, err := c.ListObjects(ctx, pods, "", nil); err != nil || len(names) != n {
+			b.Fatalf("custom metrics path: %d pods, %v", len(names), err)
+		}
+		held := liveHeap() - base
+		b.StartTimer()
+		const lists = 20
+		start := time.Now()
+		for range lists {
+			if objs, err := c.Objects(ctx, pods, ""); err != nil || len(objs) != n {
+				b.Fatalf("resource metrics path: %d pods, %v", len(objs), err)
+			}
+		}
+		b.ReportMetric(float64(time.Since(start).Microseconds())/lists, "objects-us")
+		b.ReportMetric(float64(held)/n, "heap-bytes/pod")
+		b.ReportMetric(float64(held)/(1<<20), "heap-MiB")
+		b.StopTimer()
+		cancel()
+		<-done
+		b.StartTimer()
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -31,7 +32,12 @@ func Example() {
 		klog.ErrorS(err, "Creating the metadata client")
 		return
 	}
-	objects, err := provider.NewObjectCache(mdClient, provider.ObjectCacheOptions{})
+	kubeClient, err := kubernetes.NewForConfig(restConfig) // pods are watched through it
+	if err != nil {
+		klog.ErrorS(err, "Creating the Kubernetes client")
+		return
+	}
+	objects, err := provider.NewObjectCache(mdClient, kubeClient, provider.ObjectCacheOptions{})
 	if err != nil {
 		klog.ErrorS(err, "Creating the object cache")
 		return

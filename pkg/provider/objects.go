@@ -11,10 +11,13 @@ import (
 
 	"github.com/promscaler/promscaler/internal/objmeta"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -34,12 +37,12 @@ type ObjectLister interface {
 
 // ErrCacheNotRunning is returned by ObjectCache.ListObjects before Run has
 // started or after it returned.
-var ErrCacheNotRunning = errors.New("object cache is not running")
+var ErrCacheNotRunning = objmeta.ErrCacheNotRunning
 
 // ErrCacheNotSynced is returned (wrapped) by ObjectCache.ListObjects when a
 // resource's cache did not finish its initial list within the sync timeout
 // (for instance because RBAC forbids listing the resource).
-var ErrCacheNotSynced = errors.New("object cache not synced")
+var ErrCacheNotSynced = objmeta.ErrCacheNotSynced
 
 // DefaultSyncTimeout bounds how long a request waits for the first list of
 // a resource it is the first to ask for.
@@ -47,16 +50,25 @@ const DefaultSyncTimeout = 10 * time.Second
 
 var _ ObjectLister = (*ObjectCache)(nil)
 
-// ObjectCache is an ObjectLister over client-go metadata informers: one per
+// podsGVR is the resource whose informer is typed: the one pod watch of the
+// adapter, which metrics.k8s.io reads too.
+var podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+
+// ObjectCache is an ObjectLister over client-go informers: one per
 // resource, created the first time a request needs it and kept (watching)
-// for the life of Run. Only names, namespaces and labels are kept in memory
-// (annotations and managed fields are stripped), so caching every pod of a
+// for the life of Run. Only names, namespaces and labels are kept in memory,
+// and for pods their phase (see objmeta.Strip), so caching every pod of a
 // large cluster costs a few hundred bytes per pod.
 //
-// It works for any resource the metadata API serves, including cluster-
-// scoped ones (nodes, namespaces, persistentvolumes) and custom resources.
+// Pods are watched whole (a pod's phase is not in its metadata), through
+// the typed client, so that the custom metrics path (every pod, whatever
+// its phase) and metrics.k8s.io (Running pods, through Objects and Object)
+// share one watch. Every other resource has a metadata informer: it works
+// for any resource the metadata API serves, including cluster-scoped ones
+// (nodes, namespaces, persistentvolumes) and custom resources.
 type ObjectCache struct {
 	factory     metadatainformer.SharedInformerFactory
+	pods        informers.SharedInformerFactory
 	syncTimeout time.Duration
 
 	running atomic.Bool
@@ -76,10 +88,11 @@ type ObjectCacheOptions struct {
 	SyncTimeout time.Duration
 }
 
-// NewObjectCache returns an ObjectCache listing through client. Call Run.
-func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*ObjectCache, error) {
-	if client == nil {
-		return nil, errors.New("object cache: no metadata client given")
+// NewObjectCache returns an ObjectCache listing pods through kube and every
+// other resource through client. Call Run.
+func NewObjectCache(client metadata.Interface, kube kubernetes.Interface, opts ObjectCacheOptions) (*ObjectCache, error) {
+	if client == nil || kube == nil {
+		return nil, errors.New("object cache: a metadata client and a Kubernetes client are required")
 	}
 	if opts.Resync < 0 || opts.SyncTimeout < 0 {
 		return nil, errors.New("object cache: resync and sync timeout must not be negative")
@@ -88,9 +101,25 @@ func NewObjectCache(client metadata.Interface, opts ObjectCacheOptions) (*Object
 	if st == 0 {
 		st = DefaultSyncTimeout
 	}
-	f := metadatainformer.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		metadatainformer.WithTransform(objmeta.Strip))
-	return &ObjectCache{factory: f, syncTimeout: st}, nil
+	return &ObjectCache{
+		factory:     metadatainformer.NewSharedInformerFactoryWithOptions(client, opts.Resync, metadatainformer.WithTransform(objmeta.Strip)),
+		pods:        informers.NewSharedInformerFactoryWithOptions(kube, opts.Resync, informers.WithTransform(objmeta.Strip)),
+		syncTimeout: st,
+	}, nil
+}
+
+// informer returns the informer of gvr, created (not started) on first use.
+func (c *ObjectCache) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if gvr == podsGVR {
+		return c.pods.Core().V1().Pods().Informer()
+	}
+	return c.factory.ForResource(gvr).Informer()
+}
+
+// start starts the informers created and not started yet.
+func (c *ObjectCache) start() {
+	c.factory.Start(c.ctx.Done())
+	c.pods.Start(c.ctx.Done())
 }
 
 // Run makes the cache serve until ctx is done, then stops every informer
@@ -101,7 +130,7 @@ func (c *ObjectCache) Run(ctx context.Context) {
 	c.ctx = ctx
 	c.running.Store(true)
 	// Start the informers Warm asked for before Run.
-	c.factory.Start(ctx.Done())
+	c.start()
 	c.mu.Unlock()
 
 	<-ctx.Done()
@@ -110,6 +139,7 @@ func (c *ObjectCache) Run(ctx context.Context) {
 	c.running.Store(false)
 	c.mu.Unlock()
 	c.factory.Shutdown()
+	c.pods.Shutdown()
 }
 
 // Warm starts the informer of gvr (when Run is running; else as soon as it
@@ -119,9 +149,9 @@ func (c *ObjectCache) Run(ctx context.Context) {
 func (c *ObjectCache) Warm(gvr schema.GroupVersionResource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	inf := c.factory.ForResource(gvr).Informer()
+	inf := c.informer(gvr)
 	if c.running.Load() {
-		c.factory.Start(c.ctx.Done())
+		c.start()
 		if _, ok := c.started.Load(gvr); !ok {
 			c.started.Store(gvr, newResourceCache(gvr, inf))
 		}
@@ -144,9 +174,8 @@ func (c *ObjectCache) resource(gvr schema.GroupVersionResource) (*resourceCache,
 	if rc, ok := c.started.Load(gvr); ok {
 		return rc.(*resourceCache), nil
 	}
-	inf := c.factory.ForResource(gvr).Informer()
-	// Start only starts informers not started yet.
-	c.factory.Start(c.ctx.Done())
+	inf := c.informer(gvr)
+	c.start()
 	rc := newResourceCache(gvr, inf)
 	c.started.Store(gvr, rc)
 	return rc, nil
@@ -183,15 +212,9 @@ func (c *ObjectCache) listObjectsShared(ctx context.Context, gvr schema.GroupVer
 // list lists the names of ListObjects, sorted: in kept (shared, read-only)
 // when the list can be kept, else in names (the caller's).
 func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, selector labels.Selector) (names []string, kept *keptNames, err error) {
-	rc, err := c.resource(gvr)
+	rc, err := c.synced(ctx, gvr)
 	if err != nil {
 		return nil, nil, err
-	}
-	inf := rc.inf
-	if !inf.HasSynced() {
-		if err := c.waitSynced(ctx, gvr, inf); err != nil {
-			return nil, nil, err
-		}
 	}
 	if selector == nil {
 		selector = labels.Everything()
@@ -213,7 +236,7 @@ func (c *ObjectCache) list(ctx context.Context, gvr schema.GroupVersionResource,
 			return nil, k, nil
 		}
 	}
-	names, err = listNames(inf, gvr, namespace, selector, everything)
+	names, err = listNames(rc.inf, gvr, namespace, selector, everything)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -278,15 +301,9 @@ func isSortedUnique(names []string) bool {
 // listNames lists the names of the informer's objects in namespace (every
 // namespace when "") that selector matches.
 func listNames(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, namespace string, selector labels.Selector, everything bool) ([]string, error) {
-	var objs []any
-	var err error
-	if namespace == "" {
-		objs = inf.GetStore().List()
-	} else {
-		objs, err = inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-		if err != nil {
-			return nil, fmt.Errorf("listing cached %s in namespace %q: %w", gvr.GroupResource(), namespace, err)
-		}
+	objs, err := cached(inf, gvr, namespace)
+	if err != nil {
+		return nil, err
 	}
 	names := make([]string, 0, len(objs))
 	for _, o := range objs {
@@ -300,6 +317,85 @@ func listNames(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, n
 		names = append(names, m.GetName())
 	}
 	return names, nil
+}
+
+// cached returns the informer's objects in namespace (every namespace when
+// "").
+func cached(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, namespace string) ([]any, error) {
+	if namespace == "" {
+		return inf.GetStore().List(), nil
+	}
+	objs, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("listing cached %s in namespace %q: %w", gvr.GroupResource(), namespace, err)
+	}
+	return objs, nil
+}
+
+// Objects returns the cached objects of gvr in namespace ("" for every
+// namespace, or a cluster-scoped resource), in any order, waiting for the
+// first list as ListObjects does. Pods come with their phase, whatever it
+// is. The objects are the cache's own: read-only.
+func (c *ObjectCache) Objects(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]*objmeta.Object, error) {
+	rc, err := c.synced(ctx, gvr)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := cached(rc.inf, gvr, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*objmeta.Object, 0, len(objs))
+	for _, o := range objs {
+		if m, ok := o.(*objmeta.Object); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Object returns the cached object of gvr named name in namespace ("" for
+// a cluster-scoped resource), nil when there is none, waiting for the first
+// list as ListObjects does. The object is the cache's own: read-only.
+func (c *ObjectCache) Object(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*objmeta.Object, error) {
+	rc, err := c.synced(ctx, gvr)
+	if err != nil {
+		return nil, err
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, ok, err := rc.inf.GetStore().GetByKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("reading cached %s %q: %w", gvr.GroupResource(), key, err)
+	}
+	m, _ := obj.(*objmeta.Object)
+	if !ok || m == nil {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// Synced reports whether the informer of gvr holds its first list,
+// starting it when Run is running and it has not started yet.
+func (c *ObjectCache) Synced(gvr schema.GroupVersionResource) bool {
+	rc, err := c.resource(gvr)
+	return err == nil && rc.inf.HasSynced()
+}
+
+// synced returns the started informer of gvr once it holds its first list.
+func (c *ObjectCache) synced(ctx context.Context, gvr schema.GroupVersionResource) (*resourceCache, error) {
+	rc, err := c.resource(gvr)
+	if err != nil {
+		return nil, err
+	}
+	if !rc.inf.HasSynced() {
+		if err := c.waitSynced(ctx, gvr, rc.inf); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
 }
 
 func (c *ObjectCache) waitSynced(ctx context.Context, gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) error {

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -30,16 +32,53 @@ func partial(apiVersion, kind, ns, name string, lbls map[string]string) *metav1.
 	}
 }
 
-// runCache starts an ObjectCache over objs and stops it (waiting for its
-// informers) at the end of the test.
-func runCache(t testing.TB, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *metadatafake.FakeMetadataClient) {
+// asPod is the pod p describes, in phase Running.
+func asPod(p *metav1.PartialObjectMetadata) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: p.ObjectMeta, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+// fakeCluster is the fake API server of an ObjectCache: pods are listed
+// through the typed client, everything else through the metadata client.
+type fakeCluster struct {
+	meta *metadatafake.FakeMetadataClient
+	kube *kubefake.Clientset
+}
+
+func newFakeCluster(t testing.TB, objs ...runtime.Object) *fakeCluster {
 	t.Helper()
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	client := metadatafake.NewSimpleMetadataClient(scheme, objs...)
-	c, err := provider.NewObjectCache(client, opts)
+	var pods, others []runtime.Object
+	for _, o := range objs {
+		if p, ok := o.(*metav1.PartialObjectMetadata); ok && p.Kind == "Pod" {
+			pods = append(pods, asPod(p))
+		} else {
+			others = append(others, o)
+		}
+	}
+	return &fakeCluster{meta: metadatafake.NewSimpleMetadataClient(scheme, others...), kube: kubefake.NewClientset(pods...)}
+}
+
+// lists counts the LIST calls by resource.
+func (f *fakeCluster) lists() map[string]int {
+	n := map[string]int{}
+	for _, a := range append(f.meta.Actions(), f.kube.Actions()...) {
+		if a.GetVerb() == "list" {
+			n[a.GetResource().Resource]++
+		}
+	}
+	return n
+}
+
+// runCache starts an ObjectCache over objs (pods given as
+// PartialObjectMetadata of kind Pod are Running pods) and stops it (waiting
+// for its informers) at the end of the test.
+func runCache(t testing.TB, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *fakeCluster) {
+	t.Helper()
+	client := newFakeCluster(t, objs...)
+	c, err := provider.NewObjectCache(client.meta, client.kube, opts)
 	if err != nil {
 		t.Fatalf("NewObjectCache: %v", err)
 	}
@@ -119,19 +158,13 @@ func TestObjectCacheListsFromInformers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lists := map[string]int{}
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "list" {
-			lists[a.GetResource().Resource]++
-		}
-	}
-	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1, "clusterqueues": 1}, lists); diff != "" {
+	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1, "clusterqueues": 1}, client.lists()); diff != "" {
 		t.Errorf("LIST calls per resource (-want +got):\n%s", diff)
 	}
 
 	// The cache follows the cluster (through the watch).
-	if _, err := client.Resource(pods).Namespace("shop").(metadatafake.MetadataClient).CreateFake(
-		partial("v1", "Pod", "shop", "web-3", web), metav1.CreateOptions{}); err != nil {
+	if _, err := client.kube.CoreV1().Pods("shop").Create(context.Background(),
+		asPod(partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -151,8 +184,8 @@ func TestObjectCacheListsFromInformers(t *testing.T) {
 }
 
 func TestObjectCacheNotRunning(t *testing.T) {
-	scheme := metadatafake.NewTestScheme()
-	c, err := provider.NewObjectCache(metadatafake.NewSimpleMetadataClient(scheme), provider.ObjectCacheOptions{})
+	client := newFakeCluster(t)
+	c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +198,7 @@ func TestObjectCacheNotRunning(t *testing.T) {
 func TestObjectCacheSyncTimeout(t *testing.T) {
 	c, client := runCache(t, provider.ObjectCacheOptions{SyncTimeout: 100 * time.Millisecond})
 	// A resource the adapter may not list: the informer never syncs.
-	client.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	client.meta.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("forbidden")
 	})
 	_, err := c.ListObjects(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "a", nil)
@@ -175,22 +208,21 @@ func TestObjectCacheSyncTimeout(t *testing.T) {
 }
 
 func TestNewObjectCacheRejectsBadOptions(t *testing.T) {
-	if _, err := provider.NewObjectCache(nil, provider.ObjectCacheOptions{}); err == nil {
-		t.Error("NewObjectCache(nil client) succeeded")
+	client := newFakeCluster(t)
+	if _, err := provider.NewObjectCache(nil, client.kube, provider.ObjectCacheOptions{}); err == nil {
+		t.Error("NewObjectCache(nil metadata client) succeeded")
 	}
-	scheme := metadatafake.NewTestScheme()
-	if _, err := provider.NewObjectCache(metadatafake.NewSimpleMetadataClient(scheme), provider.ObjectCacheOptions{Resync: -1}); err == nil {
+	if _, err := provider.NewObjectCache(client.meta, nil, provider.ObjectCacheOptions{}); err == nil {
+		t.Error("NewObjectCache(nil Kubernetes client) succeeded")
+	}
+	if _, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{Resync: -1}); err == nil {
 		t.Error("NewObjectCache(negative resync) succeeded")
 	}
 }
 
 func TestObjectCacheWarmBeforeRun(t *testing.T) {
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	client := metadatafake.NewSimpleMetadataClient(scheme, partial("v1", "Node", "", "n1", nil))
-	c, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
+	client := newFakeCluster(t, partial("v1", "Node", "", "n1", nil))
+	c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,13 +240,7 @@ func TestObjectCacheWarmBeforeRun(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		lists := 0
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
-				lists++
-			}
-		}
-		if lists > 0 {
+		if client.lists()["nodes"] > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -236,7 +262,7 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 		partial("v1", "Pod", "blog", "web-1", web),
 	)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	shop := client.Resource(pods).Namespace("shop").(metadatafake.MetadataClient)
+	shop := client.kube.CoreV1().Pods("shop")
 	ctx := context.Background()
 
 	list := func(ns, sel string) []string {
@@ -289,7 +315,7 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 	check("shop", "app=web", []string{"web-1", "web-2"})
 
 	// An add, in the namespace and cluster-wide.
-	if _, err := shop.CreateFake(partial("v1", "Pod", "shop", "web-3", web), metav1.CreateOptions{}); err != nil {
+	if _, err := shop.Create(ctx, asPod(partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually("shop", "app=web", []string{"web-1", "web-2", "web-3"})
@@ -297,17 +323,18 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 	check("blog", "app=web", []string{"web-1"})
 
 	// A label change takes a pod out of one selector and into another.
-	if _, err := shop.UpdateFake(partial("v1", "Pod", "shop", "web-2", map[string]string{"app": "db"}), metav1.UpdateOptions{}); err != nil {
+	if _, err := shop.Update(ctx, asPod(partial("v1", "Pod", "shop", "web-2", map[string]string{"app": "db"})), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually("shop", "app=web", []string{"web-1", "web-3"})
 	eventually("shop", "app=db", []string{"db-1", "web-2"})
 	eventually("", "app=web", []string{"web-1", "web-1", "web-3"})
 
-	// An update that keeps the labels changes nothing.
-	same := partial("v1", "Pod", "shop", "web-1", web)
-	same.Annotations = map[string]string{"touched": "yes"}
-	if _, err := shop.UpdateFake(same, metav1.UpdateOptions{}); err != nil {
+	// An update that keeps the labels (a phase change here) changes
+	// nothing.
+	same := asPod(partial("v1", "Pod", "shop", "web-1", web))
+	same.Status.Phase = corev1.PodSucceeded
+	if _, err := shop.Update(ctx, same, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	check("shop", "app=web", []string{"web-1", "web-3"})
@@ -320,4 +347,49 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 	eventually("shop", "", []string{"db-1", "web-2", "web-3"})
 	eventually("", "app=web", []string{"web-1", "web-3"})
 	check("blog", "app=web", []string{"web-1"})
+}
+
+// Objects and Object read the same informers as ListObjects, pods with
+// their phase.
+func TestObjectCacheObjects(t *testing.T) {
+	pending := asPod(partial("v1", "Pod", "shop", "web-2", nil))
+	pending.Status.Phase = corev1.PodPending
+	c, client := runCache(t, provider.ObjectCacheOptions{},
+		partial("v1", "Pod", "shop", "web-1", map[string]string{"app": "web"}),
+		partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}))
+	if _, err := client.kube.CoreV1().Pods("shop").Create(context.Background(), pending, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		objs, err := c.Objects(ctx, pods, "shop")
+		if err != nil {
+			t.Fatalf("Objects: %v", err)
+		}
+		got := map[string]corev1.PodPhase{}
+		for _, o := range objs {
+			got[o.Name] = o.Phase
+		}
+		want := map[string]corev1.PodPhase{"web-1": corev1.PodRunning, "web-2": corev1.PodPending}
+		if cmp.Equal(want, got) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods of shop and their phases = %v, want %v", got, want)
+		}
+	}
+	if o, err := c.Object(ctx, pods, "shop", "web-1"); err != nil || o == nil || o.Labels["app"] != "web" || len(o.Annotations) != 0 {
+		t.Errorf("Object(shop/web-1) = %+v, %v; want it with its labels, without annotations", o, err)
+	}
+	if o, err := c.Object(ctx, pods, "ops", "web-1"); err != nil || o != nil {
+		t.Errorf("Object(ops/web-1) = %+v, %v; want nil, nil", o, err)
+	}
+	if o, err := c.Object(ctx, nodes, "", "n1"); err != nil || o == nil || o.Labels["role"] != "worker" {
+		t.Errorf("Object(n1) = %+v, %v", o, err)
+	}
+	if !c.Synced(pods) || !c.Synced(nodes) {
+		t.Error("Synced = false after reads")
+	}
 }

@@ -46,7 +46,8 @@ func newScheme() *runtime.Scheme {
 
 // Config is what New needs; every field is required.
 type Config struct {
-	// Pods and Nodes say which pods and nodes exist; pass a *Cache.
+	// Pods and Nodes say which pods and nodes exist (NewAdapter passes
+	// the object cache's).
 	Pods  PodLister
 	Nodes NodeLister
 	// PodMetrics and NodeMetrics fetch usage; pass a *Source.

@@ -3,7 +3,6 @@ package resourcemetrics_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
@@ -388,7 +386,7 @@ func TestAPIPrometheusDown(t *testing.T) {
 
 func TestAPICacheNotSynced(t *testing.T) {
 	objs, fp := testCluster()
-	objs.err = fmt.Errorf("%w: pods not listed within 10s", resourcemetrics.ErrCacheNotSynced)
+	objs.err = fmt.Errorf("%w: pods not listed within 10s", provider.ErrCacheNotSynced)
 	h := newServer(t, objs, fp)
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/pods", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available (request id ") {
@@ -491,22 +489,10 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	}
 }
 
-func TestAdapterNotReadyBeforeRun(t *testing.T) {
-	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+func TestNewAdapterRequiresObjects(t *testing.T) {
 	rs := compileRules(t, testConfig)
-	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Metadata: client, Pods: pods, Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Ready(); !errors.Is(err, resourcemetrics.ErrCacheNotSynced) {
-		t.Errorf("Ready before Run = %v, want ErrCacheNotSynced", err)
-	}
-	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil {
-		t.Error("NewAdapter without a metadata client succeeded")
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil || !strings.Contains(err.Error(), "Objects") {
+		t.Errorf("NewAdapter without the object cache = %v, want an error naming Objects", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package resourcemetrics_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -10,12 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -24,260 +25,200 @@ import (
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 )
 
-// sharedPods runs the object cache of the custom metrics path over client,
-// the pod metadata the resource metrics cache shares; stop ends it.
-func sharedPods(t testing.TB, client *metadatafake.FakeMetadataClient) (pods *provider.ObjectCache, stop func()) {
+var (
+	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+)
+
+func kubePod(ns, name string, phase corev1.PodPhase, lbls map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls, Annotations: map[string]string{"big": "annotation"}},
+		Spec:       corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+}
+
+func nodeMeta(name string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+	}
+}
+
+// adapterCluster is the adapter's object cache over fake API clients, and
+// the metrics.k8s.io API reading it (with testCluster's Prometheus).
+type adapterCluster struct {
+	objects *provider.ObjectCache
+	kube    *kubefake.Clientset
+	meta    *metadatafake.FakeMetadataClient
+	api     http.Handler
+}
+
+// newAdapterCluster builds an adapterCluster over pods and nodes; the
+// cache runs (until the test ends) when run is true.
+func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool, pods []runtime.Object, nodes ...runtime.Object) *adapterCluster {
 	t.Helper()
-	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{SyncTimeout: 5 * time.Second})
-	if err != nil {
+	scheme := metadatafake.NewTestScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := &adapterCluster{kube: kubefake.NewClientset(pods...), meta: metadatafake.NewSimpleMetadataClient(scheme, nodes...)}
+	var err error
+	if c.objects, err = provider.NewObjectCache(c.meta, c.kube, opts); err != nil {
 		t.Fatalf("NewObjectCache: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pods.Run(ctx)
-	}()
-	stop = func() {
-		cancel()
-		<-done
+	_, fp := testCluster()
+	rs := compileRules(t, testConfig)
+	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, Rules: func() *naming.RuleSet { return rs }, Querier: fp})
+	if err != nil {
+		t.Fatalf("NewAdapter: %v", err)
 	}
-	// Run marks the cache running asynchronously; wait for it (a
-	// cancelled lookup fails at once, with ErrCacheNotRunning until then).
-	cancelled, cancelNow := context.WithCancel(context.Background())
-	cancelNow()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if _, err := pods.PodMetadata(cancelled); !errors.Is(err, provider.ErrCacheNotRunning) {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatal("the shared pod cache did not start")
+	gs := newGenericServer(t)
+	if err := api.Install(gs); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	c.api = gs.Handler
+	if run {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.objects.Run(ctx)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		// Run marks the cache running asynchronously: wait for it.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, err := c.objects.Object(ctx, nodesGVR, "", "probe"); !errors.Is(err, provider.ErrCacheNotRunning) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the object cache did not start")
+			}
 		}
 	}
-	return pods, stop
+	return c
 }
 
-func metaObject(kind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, Labels: lbls,
-			Annotations: map[string]string{"big": "annotation"},
-		},
+// names GETs a list of metrics.k8s.io and returns namespace/name of its
+// items, sorted.
+func (c *adapterCluster) names(t *testing.T, path string) []string {
+	t.Helper()
+	code, body := c.get(t, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", path, code, body)
 	}
-}
-
-func names(objs []*metav1.PartialObjectMetadata) []string {
+	var list struct {
+		Items []metav1.PartialObjectMetadata `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
 	out := []string{}
-	for _, o := range objs {
-		if o.Namespace != "" {
-			out = append(out, o.Namespace+"/"+o.Name)
-		} else {
-			out = append(out, o.Name)
-		}
+	for _, it := range list.Items {
+		out = append(out, strings.TrimPrefix(it.Namespace+"/"+it.Name, "/"))
 	}
 	slices.Sort(out)
 	return out
 }
 
-func TestCache(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
+func (c *adapterCluster) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	return do(t, c.api, path, "")
+}
+
+// calls counts the LIST and WATCH calls by verb and resource on both
+// clients.
+func (c *adapterCluster) calls() map[string]int {
+	n := map[string]int{}
+	for _, a := range append(c.meta.Actions(), c.kube.Actions()...) {
+		if v := a.GetVerb(); v == "list" || v == "watch" {
+			n[v+" "+a.GetResource().Resource]++
+		}
+	}
+	return n
+}
+
+// One pod cache, two answers: the custom metrics path lists pods of every
+// phase, metrics.k8s.io only the Running ones, as metrics-server does.
+func TestPodPhases(t *testing.T) {
+	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{
+		kubePod("shop", "web-1", corev1.PodRunning, map[string]string{"app": "web"}),
+		kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"}),
+		kubePod("shop", "db-0", corev1.PodSucceeded, map[string]string{"app": "db"}),
+		kubePod("ops", "agent", corev1.PodRunning, map[string]string{"app": "agent"}),
+	}, nodeMeta("node-a"), nodeMeta("node-b"))
+
+	custom, err := c.objects.ListObjects(context.Background(), podsGVR, "shop", nil)
+	if err != nil {
+		t.Fatalf("ListObjects: %v", err)
+	}
+	if diff := cmp.Diff([]string{"db-0", "web-1", "web-2"}, custom); diff != "" {
+		t.Errorf("custom metrics path's pods in shop (-want +got):\n%s", diff)
+	}
+	const base = "/apis/metrics.k8s.io/v1beta1/"
+	if diff := cmp.Diff([]string{"shop/web-1"}, c.names(t, base+"namespaces/shop/pods")); diff != "" {
+		t.Errorf("podmetrics in shop (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ops/agent", "shop/web-1"}, c.names(t, base+"pods")); diff != "" {
+		t.Errorf("podmetrics of every namespace (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"shop/web-1"}, c.names(t, base+"namespaces/shop/pods?labelSelector=app%3Dweb")); diff != "" {
+		t.Errorf("podmetrics app=web (-want +got):\n%s", diff)
+	}
+	for path, want := range map[string]int{
+		"namespaces/shop/pods/web-1": http.StatusOK,
+		"namespaces/shop/pods/web-2": http.StatusNotFound, // Pending
+		"namespaces/shop/pods/db-0":  http.StatusNotFound, // Succeeded
+		"namespaces/ops/pods/web-1":  http.StatusNotFound,
+		"nodes/node-b":               http.StatusOK,
+		"nodes/node-c":               http.StatusNotFound,
+	} {
+		if code, body := c.get(t, base+path); code != want {
+			t.Errorf("GET %s = %d %s, want %d", path, code, body, want)
+		}
+	}
+	if diff := cmp.Diff([]string{"node-a", "node-b"}, c.names(t, base+"nodes")); diff != "" {
+		t.Errorf("nodemetrics (-want +got):\n%s", diff)
+	}
+}
+
+// A pod turning Running is reported once its watch event arrives.
+func TestPodTurningRunning(t *testing.T) {
+	pending := kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"})
+	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{pending})
+	const path = "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-2"
+	if code, body := c.get(t, path); code != http.StatusNotFound {
+		t.Fatalf("GET of a Pending pod = %d %s, want 404", code, body)
+	}
+	running := pending.DeepCopy()
+	running.Status.Phase = corev1.PodRunning
+	if _, err := c.kube.CoreV1().Pods("shop").UpdateStatus(context.Background(), running, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	client := metadatafake.NewSimpleMetadataClient(scheme,
-		metaObject("Pod", "a", "web-1", map[string]string{"app": "web"}),
-		metaObject("Pod", "a", "db-0", map[string]string{"app": "db"}),
-		metaObject("Pod", "b", "web-1", map[string]string{"app": "web"}),
-		metaObject("Node", "", "node-1", map[string]string{"zone": "x"}),
-		metaObject("Node", "", "node-2", map[string]string{"zone": "y"}),
-	)
-	shared, stopPods := sharedPods(t, client)
-	defer stopPods()
-	c, err := resourcemetrics.NewCache(client, shared, resourcemetrics.CacheOptions{SyncTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("NewCache: %v", err)
-	}
-	ctx := context.Background()
-
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(runCtx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-
-	pods, err := c.ListPods(ctx, "a", labels.Everything())
-	if err != nil {
-		t.Fatalf("ListPods: %v", err)
-	}
-	if diff := cmp.Diff([]string{"a/db-0", "a/web-1"}, names(pods)); diff != "" {
-		t.Errorf("pods in a (-want +got):\n%s", diff)
-	}
-	for _, p := range pods {
-		if len(p.Annotations) != 0 || p.Labels["app"] == "" {
-			t.Errorf("cached pod %s/%s keeps annotations %v or lost labels %v", p.Namespace, p.Name, p.Annotations, p.Labels)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		code, body := c.get(t, path)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET after the pod turned Running = %d %s, want 200", code, body)
 		}
 	}
-	pods, err = c.ListPods(ctx, "", labels.SelectorFromSet(labels.Set{"app": "web"}))
-	if err != nil {
-		t.Fatalf("ListPods: %v", err)
-	}
-	if diff := cmp.Diff([]string{"a/web-1", "b/web-1"}, names(pods)); diff != "" {
-		t.Errorf("web pods (-want +got):\n%s", diff)
-	}
-	if p, err := c.GetPod(ctx, "b", "web-1"); err != nil || p.Name != "web-1" || p.Namespace != "b" {
-		t.Errorf("GetPod(b, web-1) = %v, %v", p, err)
-	}
-	if _, err := c.GetPod(ctx, "b", "db-0"); !apierrors.IsNotFound(err) {
-		t.Errorf("GetPod(b, db-0) error = %v, want NotFound", err)
-	}
-	nodes, err := c.ListNodes(ctx, labels.SelectorFromSet(labels.Set{"zone": "y"}))
-	if err != nil {
-		t.Fatalf("ListNodes: %v", err)
-	}
-	if diff := cmp.Diff([]string{"node-2"}, names(nodes)); diff != "" {
-		t.Errorf("nodes (-want +got):\n%s", diff)
-	}
-	if n, err := c.GetNode(ctx, "node-1"); err != nil || n.Name != "node-1" {
-		t.Errorf("GetNode(node-1) = %v, %v", n, err)
-	}
-	if _, err := c.GetNode(ctx, "nope"); !apierrors.IsNotFound(err) {
-		t.Errorf("GetNode(nope) error = %v, want NotFound", err)
-	}
-	if !c.HasSynced() {
-		t.Error("HasSynced = false after serving lists")
-	}
-
-	// Which pods are Running is listed and watched with a field selector,
-	// as in metrics-server; their metadata comes from the shared cache,
-	// which lists and watches every pod.
-	var podSelectors []string
-	for _, a := range client.Actions() {
-		if a.GetResource().Resource != "pods" {
-			continue
-		}
-		switch a := a.(type) {
-		case clienttesting.ListActionImpl:
-			podSelectors = append(podSelectors, "list "+a.GetListRestrictions().Fields.String())
-		case clienttesting.WatchActionImpl:
-			podSelectors = append(podSelectors, "watch "+a.GetWatchRestrictions().Fields.String())
-		}
-	}
-	slices.Sort(podSelectors)
-	if diff := cmp.Diff([]string{"list ", "list status.phase=Running", "watch ", "watch status.phase=Running"}, podSelectors); diff != "" {
-		t.Errorf("pod list/watch field selectors (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"shop/web-2"}, c.names(t, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods")); diff != "" {
+		t.Errorf("podmetrics after the pod turned Running (-want +got):\n%s", diff)
 	}
 }
 
-func TestCacheSyncTimeout(t *testing.T) {
-	scheme := metadatafake.NewTestScheme()
-	client := metadatafake.NewSimpleMetadataClient(scheme)
-	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC says no"))
-	})
-	pods, stopPods := sharedPods(t, client)
-	defer stopPods()
-	c, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("NewCache: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	if _, err := c.ListPods(context.Background(), "", labels.Everything()); !errors.Is(err, resourcemetrics.ErrCacheNotSynced) {
-		t.Errorf("ListPods with pods forbidden = %v, want ErrCacheNotSynced", err)
-	}
-}
-
-func TestCacheNotRunning(t *testing.T) {
-	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-	pods, stopPods := sharedPods(t, client)
-	defer stopPods()
-	c, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatalf("NewCache: %v", err)
-	}
-	if _, err := c.ListNodes(context.Background(), labels.Everything()); !errors.Is(err, resourcemetrics.ErrCacheNotRunning) {
-		t.Errorf("ListNodes without Run = %v, want ErrCacheNotRunning", err)
-	}
-}
-
-func TestNewCacheErrors(t *testing.T) {
-	client := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-	pods, err := provider.NewObjectCache(client, provider.ObjectCacheOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := resourcemetrics.NewCache(nil, pods, resourcemetrics.CacheOptions{}); err == nil {
-		t.Error("NewCache(nil) succeeded")
-	}
-	if _, err := resourcemetrics.NewCache(client, nil, resourcemetrics.CacheOptions{}); err == nil {
-		t.Error("NewCache without pod metadata succeeded")
-	}
-	if _, err := resourcemetrics.NewCache(client, pods, resourcemetrics.CacheOptions{SyncTimeout: -time.Second}); err == nil {
-		t.Error("NewCache with a negative sync timeout succeeded")
-	}
-}
-
-// The API answers from the caches: however many requests, pods and nodes
-// are listed once per informer and then only watched.
-func TestAdapterServesFromCache(t *testing.T) {
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	client := metadatafake.NewSimpleMetadataClient(scheme,
-		metaObject("Pod", "shop", "web-1", map[string]string{"app": "web"}),
-		metaObject("Node", "", "node-a", nil),
-	)
-	_, fp := testCluster()
-	rs := compileRules(t, testConfig)
-	pods, stopPods := sharedPods(t, client)
-	defer stopPods()
-	a, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
-		Metadata: client,
-		Pods:     pods,
-		Rules:    func() *naming.RuleSet { return rs },
-		Querier:  newPromClient(t, fp.answer),
-	})
-	if err != nil {
-		t.Fatalf("NewAdapter: %v", err)
-	}
-	gs := newGenericServer(t)
-	if err := a.Install(gs); err != nil {
-		t.Fatalf("Install: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	waitReady := time.Now().Add(10 * time.Second)
-	for a.Ready() != nil {
-		if time.Now().After(waitReady) {
-			t.Fatalf("Ready: %v", a.Ready())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// Both paths read one cache: whatever the requests, the adapter lists and
+// watches pods once, and nodes once.
+func TestOneWatchForBothPaths(t *testing.T) {
+	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{
+		kubePod("shop", "web-1", corev1.PodRunning, map[string]string{"app": "web"}),
+		kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"}),
+	}, nodeMeta("node-a"))
 	for range 3 {
 		for _, path := range []string{
 			"/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods",
@@ -285,21 +226,48 @@ func TestAdapterServesFromCache(t *testing.T) {
 			"/apis/metrics.k8s.io/v1beta1/nodes",
 			"/apis/metrics.k8s.io/v1beta1/nodes/node-a",
 		} {
-			code, body := do(t, gs.Handler, path, "")
-			if code != http.StatusOK || !strings.Contains(string(body), `"cpu"`) {
+			if code, body := c.get(t, path); code != http.StatusOK {
 				t.Fatalf("GET %s = %d %s", path, code, body)
 			}
 		}
-	}
-	lists := map[string]int{}
-	for _, act := range client.Actions() {
-		if act.GetVerb() == "list" {
-			lists[act.GetResource().Resource]++
+		for _, gvr := range []schema.GroupVersionResource{podsGVR, nodesGVR} {
+			if _, err := c.objects.ListObjects(context.Background(), gvr, "", nil); err != nil {
+				t.Fatalf("ListObjects(%s): %v", gvr.Resource, err)
+			}
 		}
 	}
-	// One list per informer: the shared pod cache, the Running pods, the
-	// nodes.
-	if diff := cmp.Diff(map[string]int{"pods": 2, "nodes": 1}, lists); diff != "" {
-		t.Errorf("LIST calls after 12 requests (-want +got):\n%s", diff)
+	// A watch is opened just after its list: wait for it.
+	want := map[string]int{"list pods": 1, "watch pods": 1, "list nodes": 1, "watch nodes": 1}
+	for deadline := time.Now().Add(10 * time.Second); c.calls()["watch nodes"] == 0 || c.calls()["watch pods"] == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if diff := cmp.Diff(want, c.calls()); diff != "" {
+		t.Errorf("LIST and WATCH calls after 12 requests of each path (-want +got):\n%s", diff)
+	}
+}
+
+// Before the cache runs, and when pods cannot be listed, the API answers
+// 503 saying why.
+func TestCacheUnavailable(t *testing.T) {
+	notRunning := newAdapterCluster(t, provider.ObjectCacheOptions{}, false, nil)
+	code, body := do(t, notRunning.api, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available") {
+		t.Errorf("GET before the cache runs = %d %s, want 503", code, body)
+	}
+
+	// The pod informer starts with the first request for pods: after the
+	// reactor.
+	forbidden := newAdapterCluster(t, provider.ObjectCacheOptions{SyncTimeout: 100 * time.Millisecond}, true, nil)
+	forbidden.kube.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC says no"))
+	})
+	if _, err := forbidden.objects.Objects(context.Background(), podsGVR, ""); !errors.Is(err, provider.ErrCacheNotSynced) {
+		t.Errorf("Objects(pods) with pods forbidden = %v, want ErrCacheNotSynced", err)
+	}
+	code, body = forbidden.get(t, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1")
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "getting pod shop/web-1: not available") {
+		t.Errorf("GET with pods forbidden = %d %s, want 503", code, body)
 	}
 }

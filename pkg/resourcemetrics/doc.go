@@ -10,8 +10,10 @@
 //     answers into PodMetrics and NodeMetrics: one CPU and one memory query
 //     per namespace, run in parallel, samples grouped by pod and container
 //     in the adapter.
-//   - Cache keeps the metadata of Running pods and of nodes in client-go
-//     metadata informers, so that no request lists from the API server.
+//   - The pods (Running only) and nodes reported are read from the
+//     adapter's object cache (provider.ObjectCache, through Objects), which
+//     the custom metrics path lists from too: one watch of each, and no
+//     request lists from the API server.
 //   - API holds the REST storage of podmetrics and nodemetrics (get, list,
 //     label and field selectors, table output) and installs the group on a
 //     generic API server; OpenAPIDefinitions and SetOpenAPIConfig provide the

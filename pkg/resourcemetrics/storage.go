@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/metrics/pkg/apis/metrics"
 
+	"github.com/promscaler/promscaler/internal/objmeta"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/limits"
 )
@@ -260,7 +261,7 @@ func apiError(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, ErrNotConfigured):
 		return apierrors.NewServiceUnavailable("metrics.k8s.io is not configured: " + err.Error())
-	case errors.Is(err, ErrCacheNotRunning), errors.Is(err, ErrCacheNotSynced):
+	case errors.Is(err, objmeta.ErrCacheNotRunning), errors.Is(err, objmeta.ErrCacheNotSynced):
 		return apistatus.Unavailable(ctx, what, err)
 	}
 	return apistatus.FromError(ctx, what, err)

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	"k8s.io/client-go/kubernetes"
@@ -78,7 +79,15 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the metadata client: %w", err)
 	}
-	objects, err := provider.NewObjectCache(mdClient, provider.ObjectCacheOptions{})
+	// Pods are watched whole (their phase is not in their metadata):
+	// protobuf, the API server's cheapest encoding, for them.
+	podConfig := rest.CopyConfig(restConfig)
+	podConfig.ContentType = runtime.ContentTypeProtobuf
+	podClient, err := kubernetes.NewForConfig(podConfig)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	objects, err := provider.NewObjectCache(mdClient, podClient, provider.ObjectCacheOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +116,17 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	// resourceRules, as prometheus-adapter does; a reload adding them later
 	// needs a restart to install the group (reloads of existing
 	// resourceRules take effect at once).
-	var resources *resourcemetrics.Adapter
+	var resources *resourcemetrics.API
 	if rules.ResourceRules() != nil {
-		// One pod cache: metrics.k8s.io reads pod labels from the object
-		// cache of the custom metrics path, warmed now so that its first
-		// request does not wait for the list.
+		// One object cache: metrics.k8s.io reads pods and nodes from the
+		// custom metrics path's, warmed now so that its first request does
+		// not wait for the lists.
 		objects.Warm(corev1.SchemeGroupVersion.WithResource("pods"))
+		objects.Warm(corev1.SchemeGroupVersion.WithResource("nodes"))
 		resources, err = resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
-			Metadata: mdClient,
-			Pods:     objects,
-			Rules:    disc.Rules,
-			Querier:  resourceQuerier{rules: disc.Rules, def: deps.Prometheus, backends: deps.Backends},
+			Objects: objects,
+			Rules:   disc.Rules,
+			Querier: resourceQuerier{rules: disc.Rules, def: deps.Prometheus, backends: deps.Backends},
 		})
 		if err != nil {
 			return nil, err
@@ -139,9 +148,6 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			wg.Go(func() { disc.Run(ctx) })
 			if team != nil {
 				wg.Go(func() { team.Run(ctx) })
-			}
-			if resources != nil {
-				wg.Go(func() { resources.Run(ctx) })
 			}
 			wg.Wait()
 		},
