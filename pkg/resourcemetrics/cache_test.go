@@ -79,16 +79,14 @@ func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool,
 	}
 	c.api = gs.Handler
 	if run {
-		ctx, cancel := context.WithCancel(context.Background())
+		// t.Context ends before the cleanups, which wait for Run.
+		ctx := t.Context()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			c.objects.Run(ctx)
 		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+		t.Cleanup(func() { <-done })
 		// Run marks the cache running asynchronously: wait for it.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 			if _, err := c.objects.Object(ctx, nodesGVR, "", "probe"); !errors.Is(err, provider.ErrCacheNotRunning) {
