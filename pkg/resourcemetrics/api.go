@@ -81,8 +81,8 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	return &API{
-		pods:  &podStorage{getter: cfg.PodMetrics, pods: cfg.Pods},
-		nodes: &nodeStorage{getter: cfg.NodeMetrics, nodes: cfg.Nodes},
+		pods:  &podStorage{kindInfo: podKind, getter: cfg.PodMetrics, pods: cfg.Pods},
+		nodes: &nodeStorage{kindInfo: nodeKind, getter: cfg.NodeMetrics, nodes: cfg.Nodes},
 	}, nil
 }
 

@@ -39,10 +39,57 @@ var (
 	nodeMetricsResource = metrics.Resource("nodemetrics")
 )
 
+// kindInfo implements the methods of rest.Storage, rest.KindProvider,
+// rest.Scoper, rest.SingularNameProvider and rest.Lister's NewList, which
+// say what a storage serves.
+type kindInfo struct {
+	kind            string
+	namespaced      bool
+	newObj, newList func() runtime.Object
+}
+
+// New implements rest.Storage.
+func (k kindInfo) New() runtime.Object { return k.newObj() }
+
+// Destroy implements rest.Storage.
+func (kindInfo) Destroy() {}
+
+// Kind implements rest.KindProvider.
+func (k kindInfo) Kind() string { return k.kind }
+
+// NamespaceScoped implements rest.Scoper.
+func (k kindInfo) NamespaceScoped() bool { return k.namespaced }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (kindInfo) GetSingularName() string { return "" }
+
+// NewList implements rest.Lister.
+func (k kindInfo) NewList() runtime.Object { return k.newList() }
+
+var podKind = kindInfo{
+	kind: "PodMetrics", namespaced: true,
+	newObj:  func() runtime.Object { return &metrics.PodMetrics{} },
+	newList: func() runtime.Object { return &metrics.PodMetricsList{} },
+}
+
+var nodeKind = kindInfo{
+	kind:    "NodeMetrics",
+	newObj:  func() runtime.Object { return &metrics.NodeMetrics{} },
+	newList: func() runtime.Object { return &metrics.NodeMetricsList{} },
+}
+
 // podStorage is the REST storage of podmetrics.
 type podStorage struct {
+	kindInfo
 	getter PodMetricsGetter
 	pods   PodLister
+}
+
+// nodeStorage is the REST storage of nodemetrics.
+type nodeStorage struct {
+	kindInfo
+	getter NodeMetricsGetter
+	nodes  NodeLister
 }
 
 var (
@@ -53,25 +100,10 @@ var (
 	_ rest.Lister               = (*podStorage)(nil)
 	_ rest.TableConvertor       = (*podStorage)(nil)
 	_ rest.SingularNameProvider = (*podStorage)(nil)
+	_ rest.Getter               = (*nodeStorage)(nil)
+	_ rest.Lister               = (*nodeStorage)(nil)
+	_ rest.TableConvertor       = (*nodeStorage)(nil)
 )
-
-// New implements rest.Storage.
-func (s *podStorage) New() runtime.Object { return &metrics.PodMetrics{} }
-
-// Destroy implements rest.Storage.
-func (s *podStorage) Destroy() {}
-
-// Kind implements rest.KindProvider.
-func (s *podStorage) Kind() string { return "PodMetrics" }
-
-// NamespaceScoped implements rest.Scoper.
-func (s *podStorage) NamespaceScoped() bool { return true }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *podStorage) GetSingularName() string { return "" }
-
-// NewList implements rest.Lister.
-func (s *podStorage) NewList() runtime.Object { return &metrics.PodMetricsList{} }
 
 // List implements rest.Lister: the Running pods of the request namespace
 // (all namespaces when none) matching the label and field selectors.
@@ -118,46 +150,12 @@ func (s *podStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions)
 func (s *podStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
 	switch t := obj.(type) {
 	case *metrics.PodMetrics:
-		return podTable(t.ResourceVersion, "", []metrics.PodMetrics{*t}), nil
+		return table(t.ResourceVersion, "", []metrics.PodMetrics{*t}, podRow), nil
 	case *metrics.PodMetricsList:
-		return podTable(t.ResourceVersion, t.Continue, t.Items), nil
+		return table(t.ResourceVersion, t.Continue, t.Items, podRow), nil
 	}
 	return nil, fmt.Errorf("cannot convert a %T to a table of pod metrics", obj)
 }
-
-// nodeStorage is the REST storage of nodemetrics.
-type nodeStorage struct {
-	getter NodeMetricsGetter
-	nodes  NodeLister
-}
-
-var (
-	_ rest.Storage              = (*nodeStorage)(nil)
-	_ rest.KindProvider         = (*nodeStorage)(nil)
-	_ rest.Scoper               = (*nodeStorage)(nil)
-	_ rest.Getter               = (*nodeStorage)(nil)
-	_ rest.Lister               = (*nodeStorage)(nil)
-	_ rest.TableConvertor       = (*nodeStorage)(nil)
-	_ rest.SingularNameProvider = (*nodeStorage)(nil)
-)
-
-// New implements rest.Storage.
-func (s *nodeStorage) New() runtime.Object { return &metrics.NodeMetrics{} }
-
-// Destroy implements rest.Storage.
-func (s *nodeStorage) Destroy() {}
-
-// Kind implements rest.KindProvider.
-func (s *nodeStorage) Kind() string { return "NodeMetrics" }
-
-// NamespaceScoped implements rest.Scoper.
-func (s *nodeStorage) NamespaceScoped() bool { return false }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (s *nodeStorage) GetSingularName() string { return "" }
-
-// NewList implements rest.Lister.
-func (s *nodeStorage) NewList() runtime.Object { return &metrics.NodeMetricsList{} }
 
 // List implements rest.Lister: the nodes matching the label and field
 // selectors.
@@ -202,9 +200,9 @@ func (s *nodeStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions
 func (s *nodeStorage) ConvertToTable(_ context.Context, obj runtime.Object, _ runtime.Object) (*metav1.Table, error) {
 	switch t := obj.(type) {
 	case *metrics.NodeMetrics:
-		return nodeTable(t.ResourceVersion, "", []metrics.NodeMetrics{*t}), nil
+		return table(t.ResourceVersion, "", []metrics.NodeMetrics{*t}, nodeRow), nil
 	case *metrics.NodeMetricsList:
-		return nodeTable(t.ResourceVersion, t.Continue, t.Items), nil
+		return table(t.ResourceVersion, t.Continue, t.Items, nodeRow), nil
 	}
 	return nil, fmt.Errorf("cannot convert a %T to a table of node metrics", obj)
 }

@@ -18,35 +18,32 @@ var tableColumns = []metav1.TableColumnDefinition{
 	{Name: "Window", Type: "string", Format: "duration", Description: "Window the CPU usage rate is computed over"},
 }
 
-func podTable(resourceVersion, cont string, items []metrics.PodMetrics) *metav1.Table {
-	t := &metav1.Table{ColumnDefinitions: tableColumns}
+// table is the table of items, a row each.
+func table[T any](resourceVersion, cont string, items []T, row func(*T) metav1.TableRow) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: tableColumns, Rows: make([]metav1.TableRow, 0, len(items))}
 	t.ResourceVersion, t.Continue = resourceVersion, cont
-	t.Rows = make([]metav1.TableRow, 0, len(items))
 	for i := range items {
-		pm := &items[i]
-		var cpu, mem resource.Quantity
-		for _, c := range pm.Containers {
-			if q, ok := c.Usage[corev1.ResourceCPU]; ok {
-				cpu.Add(q)
-			}
-			if q, ok := c.Usage[corev1.ResourceMemory]; ok {
-				mem.Add(q)
-			}
-		}
-		t.Rows = append(t.Rows, tableRow(pm.Name, cpu, mem, pm.Window.Duration.String(), pm))
+		t.Rows = append(t.Rows, row(&items[i]))
 	}
 	return t
 }
 
-func nodeTable(resourceVersion, cont string, items []metrics.NodeMetrics) *metav1.Table {
-	t := &metav1.Table{ColumnDefinitions: tableColumns}
-	t.ResourceVersion, t.Continue = resourceVersion, cont
-	t.Rows = make([]metav1.TableRow, 0, len(items))
-	for i := range items {
-		nm := &items[i]
-		t.Rows = append(t.Rows, tableRow(nm.Name, nm.Usage[corev1.ResourceCPU], nm.Usage[corev1.ResourceMemory], nm.Window.Duration.String(), nm))
+// podRow is a pod's row: its usage summed over its containers.
+func podRow(pm *metrics.PodMetrics) metav1.TableRow {
+	var cpu, mem resource.Quantity
+	for _, c := range pm.Containers {
+		if q, ok := c.Usage[corev1.ResourceCPU]; ok {
+			cpu.Add(q)
+		}
+		if q, ok := c.Usage[corev1.ResourceMemory]; ok {
+			mem.Add(q)
+		}
 	}
-	return t
+	return tableRow(pm.Name, cpu, mem, pm.Window.Duration.String(), pm)
+}
+
+func nodeRow(nm *metrics.NodeMetrics) metav1.TableRow {
+	return tableRow(nm.Name, nm.Usage[corev1.ResourceCPU], nm.Usage[corev1.ResourceMemory], nm.Window.Duration.String(), nm)
 }
 
 func tableRow(name string, cpu, mem resource.Quantity, window string, obj runtime.Object) metav1.TableRow {
