@@ -28,7 +28,7 @@ import (
 // grouped strategy) and series lists (the series strategy and fallback).
 // *promclient.Client implements it.
 type Prometheus interface {
-	promclient.Querier
+	promclient.SampleQuerier
 	promclient.SeriesLister
 	promclient.LabelNamesLister
 	promclient.LabelValuesLister
@@ -905,33 +905,29 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, k
 		presence = presenceLabels(presence, p.nsLabels)
 	}
 	q := groupedQuery(p.seriesQuery, p.nsLabels, presence, d.maxAge, keepNames)
-	vec, err := p.prom.Query(ctx, q, time.Time{})
+	smps, err := p.prom.QuerySamples(ctx, q, time.Time{})
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
 	}
-	flags := make([]model.LabelName, len(presence))
-	for i := range presence {
-		flags[i] = model.LabelName(presenceFlag(i))
-	}
-	res := fetchResult{rows: make([]naming.Series, 0, len(vec))}
-	for _, s := range vec {
-		name, ok := s.Metric[model.MetricNameLabel]
+	res := fetchResult{rows: make([]naming.Series, 0, len(smps))}
+	for _, s := range smps {
+		name, ok := s.Labels.Get(model.MetricNameLabel)
 		if !ok {
 			return fetchResult{}, errNameDropped
 		}
 		ls := make(model.LabelSet, 1+len(p.nsLabels)+len(presence))
-		ls[model.MetricNameLabel] = name
+		ls[model.MetricNameLabel] = model.LabelValue(name)
 		for _, l := range p.nsLabels {
-			if v, ok := s.Metric[model.LabelName(l)]; ok {
-				ls[model.LabelName(l)] = v
+			if v, ok := s.Labels.Get(l); ok {
+				ls[model.LabelName(l)] = model.LabelValue(v)
 			}
 		}
-		for i, f := range flags {
-			if s.Metric[f] == "1" {
-				ls[model.LabelName(presence[i])] = "1"
+		for i, l := range presence {
+			if v, _ := s.Labels.Get(presenceFlag(i)); v == "1" {
+				ls[model.LabelName(l)] = "1"
 			}
 		}
-		res.rows = append(res.rows, naming.Series{Name: string(name), Labels: ls})
+		res.rows = append(res.rows, naming.Series{Name: name, Labels: ls})
 		res.series += int(s.Value)
 	}
 	return res, nil

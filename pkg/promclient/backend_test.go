@@ -31,10 +31,10 @@ func TestClientMetricsCarryBackend(t *testing.T) {
 		t.Fatalf("Backend() = %q, %q", def.Backend(), mimir.Backend())
 	}
 	ctx := context.Background()
-	if _, err := def.Query(ctx, "up", time.Time{}); err != nil {
+	if _, err := def.QuerySamples(ctx, "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mimir.Query(ctx, "up", time.Time{}); !IsUnavailable(err) {
+	if _, err := mimir.QuerySamples(ctx, "up", time.Time{}); !IsUnavailable(err) {
 		t.Fatalf("mimir: err = %v, want unavailable", err)
 	}
 
@@ -229,7 +229,7 @@ func TestBackendFromFileSendsItsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	h := f.requests()[0].Header

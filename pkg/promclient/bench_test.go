@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/cputime"
@@ -42,7 +41,7 @@ func BenchmarkQuery(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Query(ctx, benchQuery, time.Time{}); err != nil {
+		if _, err := c.QuerySamples(ctx, benchQuery, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +60,7 @@ func BenchmarkQueryParallel(b *testing.B) {
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := c.Query(ctx, benchQuery, time.Time{}); err != nil {
+			if _, err := c.QuerySamples(ctx, benchQuery, time.Time{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -103,8 +102,8 @@ func BenchmarkCoalescingGroupLanded(b *testing.B) {
 
 // BenchmarkQueryPath is one instant query of n samples from an httptest
 // Prometheus, through the client's request path and decoding: the
-// streaming decoder (Client.Query) against client_golang's v1 Query and
-// toVector (what Client.Query did before), on the same client.
+// streaming decoder (Client.QuerySamples) against client_golang's v1 Query
+// and toVector (what the client did before), on the same client.
 func BenchmarkQueryPath(b *testing.B) {
 	for _, n := range []int{100, 5000} {
 		body := benchAnswer(n)
@@ -120,18 +119,20 @@ func BenchmarkQueryPath(b *testing.B) {
 		b.Cleanup(c.CloseIdleConnections)
 		paths := []struct {
 			name  string
-			query func(ctx context.Context) (model.Vector, error)
+			query func(ctx context.Context) (int, error)
 		}{
-			{name: "client_golang", query: func(ctx context.Context) (model.Vector, error) {
+			{name: "client_golang", query: func(ctx context.Context) (int, error) {
 				ctx = context.WithValue(ctx, requestStateKey{}, &requestState{timeout: c.timeout})
 				val, _, _, err := c.api.Query(ctx, benchQuery, time.Time{})
 				if err != nil {
-					return nil, err
+					return 0, err
 				}
-				return toVector(val)
+				vec, err := toVector(val)
+				return len(vec), err
 			}},
-			{name: "streaming", query: func(ctx context.Context) (model.Vector, error) {
-				return c.Query(ctx, benchQuery, time.Time{})
+			{name: "streaming", query: func(ctx context.Context) (int, error) {
+				smps, err := c.QuerySamples(ctx, benchQuery, time.Time{})
+				return len(smps), err
 			}},
 		}
 		for _, p := range paths {
@@ -140,9 +141,8 @@ func BenchmarkQueryPath(b *testing.B) {
 				b.ReportAllocs()
 				cpu0 := cputime.Process()
 				for b.Loop() {
-					vec, err := p.query(ctx)
-					if err != nil || len(vec) != n {
-						b.Fatalf("%d samples, %v", len(vec), err)
+					if got, err := p.query(ctx); err != nil || got != n {
+						b.Fatalf("%d samples, %v", got, err)
 					}
 				}
 				reportCPU(b, cpu0)

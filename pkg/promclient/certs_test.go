@@ -118,7 +118,7 @@ func TestMutualTLSAndClientCertRotation(t *testing.T) {
 	}
 	defer c.CloseIdleConnections()
 	query := func() error {
-		_, err := c.Query(context.Background(), "up", time.Time{})
+		_, err := c.QuerySamples(context.Background(), "up", time.Time{})
 		return err
 	}
 

@@ -12,7 +12,8 @@
 //
 // It speaks only the standard Prometheus HTTP API, so Thanos, Mimir/Cortex
 // and VictoriaMetrics work too. Consumers depend on the small interfaces
-// (Querier, SeriesLister, LabelValuesLister, LabelNamesLister), not on *Client.
+// (SampleQuerier, SeriesLister, LabelValuesLister, LabelNamesLister), not on
+// *Client.
 package promclient
 
 import (
@@ -35,18 +36,13 @@ import (
 	"github.com/promscaler/promscaler/internal/servertiming"
 )
 
-// Querier runs an instant PromQL query and returns a model.Vector, for
-// discovery and the offline tools. A zero ts means "now" as Prometheus
-// sees it, which is also what lets concurrent identical queries coalesce.
-// A scalar result is returned as a one-sample vector with no labels.
-type Querier interface {
-	Query(ctx context.Context, query string, ts time.Time) (model.Vector, error)
-}
-
-// SampleQuerier runs an instant PromQL query as Querier does and returns
-// the vector as Samples (no map per sample). It is the one read of sample
-// values of the request paths: custom and external metrics (pkg/provider)
-// and resource metrics (pkg/resourcemetrics).
+// SampleQuerier runs an instant PromQL query and returns the vector as
+// Samples. A zero ts means "now" as Prometheus sees it, which is also what
+// lets concurrent identical queries coalesce. A scalar result is returned as
+// one sample with empty labels. It is the one read of sample values:
+// custom and external metrics (pkg/provider), resource metrics
+// (pkg/resourcemetrics), the grouped discovery strategy (pkg/discovery) and
+// the explain tool.
 type SampleQuerier interface {
 	QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error)
 }
@@ -70,7 +66,6 @@ type LabelNamesLister interface {
 }
 
 var (
-	_ Querier           = (*Client)(nil)
 	_ SampleQuerier     = (*Client)(nil)
 	_ SeriesLister      = (*Client)(nil)
 	_ LabelValuesLister = (*Client)(nil)
@@ -255,37 +250,9 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 	return &cp
 }
 
-// Query implements Querier.
-func (c *Client) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
-	v, err := c.instantQuery(ctx, query, ts, false)
-	if err != nil {
-		return nil, err
-	}
-	return v.(model.Vector), nil
-}
-
-// QuerySamples implements SampleQuerier. Its calls coalesce and are cached
-// with each other, not with Query's.
+// QuerySamples implements SampleQuerier.
 func (c *Client) QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error) {
-	v, err := c.instantQuery(ctx, query, ts, true)
-	if err != nil {
-		return nil, err
-	}
-	return v.(Samples), nil
-}
-
-// samplesKeyPrefix starts the coalescing and cache keys of QuerySamples,
-// whose results are Samples rather than a model.Vector.
-const samplesKeyPrefix = "query-samples"
-
-// instantQuery runs Query (a model.Vector result) or, with compact,
-// QuerySamples (a Samples result).
-func (c *Client) instantQuery(ctx context.Context, query string, ts time.Time, compact bool) (any, error) {
-	keyPrefix := metrics.EndpointQuery
-	if compact {
-		keyPrefix = samplesKeyPrefix
-	}
-	key := cacheKey(keyPrefix, c.timeout, ts, time.Time{}, query)
+	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
 	var sh share
 	if ts.IsZero() && c.arrival != nil {
 		// A query at an explicit time has one answer; only "now" needs the
@@ -295,26 +262,21 @@ func (c *Client) instantQuery(ctx context.Context, query string, ts time.Time, c
 			sh.arrived = t
 		}
 	}
-	return c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
+	v, err := c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
 		if st, _ := ctx.Value(requestStateKey{}).(*requestState); st != nil {
 			st.arrived = sh.arrived
 		}
-		var (
-			v        any
-			warnings v1.Warnings
-			err      error
-		)
-		if compact {
-			v, warnings, err = c.querySamples(ctx, query, ts)
-		} else {
-			v, warnings, err = c.query(ctx, query, ts)
-		}
+		smps, warnings, err := c.query(ctx, query, ts)
 		logWarnings(metrics.EndpointQuery, query, warnings)
 		if err != nil {
 			return nil, err
 		}
-		return v, nil
+		return smps, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(Samples), nil
 }
 
 // Series implements SeriesLister.
@@ -445,40 +407,28 @@ func (c *Client) send(ctx context.Context, endpoint, desc, key string, fn func(c
 const queryPath = "/api/v1/query"
 
 // query sends an instant query and decodes the answer with the streaming
-// decoder (decodeQueryAnswer); requests and errors are those of
-// client_golang's v1 API Query followed by toVector.
-func (c *Client) query(ctx context.Context, query string, ts time.Time) (model.Vector, v1.Warnings, error) {
-	r, warnings, err := c.sendQuery(ctx, query, ts, false)
-	return r.vec, warnings, err
-}
-
-// querySamples is query decoding the answer as Samples.
-func (c *Client) querySamples(ctx context.Context, query string, ts time.Time) (Samples, v1.Warnings, error) {
-	r, warnings, err := c.sendQuery(ctx, query, ts, true)
-	return r.samples, warnings, err
-}
-
-// sendQuery sends an instant query and decodes the answer (decodeQuery).
-func (c *Client) sendQuery(ctx context.Context, query string, ts time.Time, compact bool) (vecResult, v1.Warnings, error) {
+// decoder (decodeQuery); requests and errors are those of client_golang's
+// v1 API Query followed by toVector.
+func (c *Client) query(ctx context.Context, query string, ts time.Time) (Samples, v1.Warnings, error) {
 	args := c.queryURL.Query()
 	args.Set("query", query)
 	if !ts.IsZero() {
 		args.Set("time", formatTime(ts))
 	}
 	var (
-		r        vecResult
+		smps     Samples
 		warnings v1.Warnings
 		decErr   error
 	)
 	err := c.verb.query(ctx, c.queryURL, args, func(code int, body []byte) {
 		// The decoder copies every string it keeps (labels, warnings,
 		// error details): the body buffer is reused.
-		r, warnings, decErr = decodeQuery(code, body, compact)
+		smps, warnings, decErr = decodeQuery(code, body)
 	})
 	if err != nil {
-		return vecResult{}, nil, err
+		return nil, nil, err
 	}
-	return r, warnings, decErr
+	return smps, warnings, decErr
 }
 
 // formatTime renders an evaluation time as Prometheus' float seconds, the

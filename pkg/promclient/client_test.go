@@ -3,7 +3,6 @@ package promclient
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +46,9 @@ type fakeProm struct {
 }
 
 const vectorBody = `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a"},"value":[1700000000,"0.5"]}]}}`
+
+// vectorSamples is vectorBody's vector.
+var vectorSamples = Samples{{Labels: Labels{{"pod", "a"}}, Value: 0.5, Timestamp: 1700000000000}}
 
 func newFakeProm(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *fakeProm {
 	t.Helper()
@@ -108,12 +110,11 @@ func TestQueryMethodAndTimeoutParam(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, nil)
 			c := newTestClient(t, Config{Address: f.srv.URL + "/prefix", Verb: tc.verb, Timeout: tc.timeout})
-			got, err := c.Query(context.Background(), tc.query, time.Time{})
+			got, err := c.QuerySamples(context.Background(), tc.query, time.Time{})
 			if err != nil {
 				t.Fatalf("Query: %v", err)
 			}
-			want := model.Vector{{Metric: model.Metric{"pod": "a"}, Value: 0.5, Timestamp: model.TimeFromUnix(1700000000)}}
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(vectorSamples, got); diff != "" {
 				t.Errorf("result (-want +got):\n%s", diff)
 			}
 			reqs := f.requests()
@@ -146,11 +147,11 @@ func TestQueryAtTimeAndScalar(t *testing.T) {
 	})
 	c := newTestClient(t, Config{Address: f.srv.URL})
 	ts := time.Unix(1700000000, 500_000_000)
-	got, err := c.Query(context.Background(), "scalar(x)", ts)
+	got, err := c.QuerySamples(context.Background(), "scalar(x)", ts)
 	if err != nil {
 		t.Fatalf("Query: %v", err)
 	}
-	want := model.Vector{{Metric: model.Metric{}, Value: 42, Timestamp: model.TimeFromUnix(1700000000)}}
+	want := Samples{{Labels: Labels{}, Value: 42, Timestamp: model.TimeFromUnix(1700000000)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
@@ -292,7 +293,7 @@ func TestErrors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewClient: %v", err)
 			}
-			_, err = c.Query(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
+			_, err = c.QuerySamples(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v (%T) is not a *promclient.Error", err, err)
@@ -327,7 +328,7 @@ func TestNetworkErrorHidesCredentialsInURL(t *testing.T) {
 	u, _ := url.Parse(addr)
 	u.User = url.UserPassword("admin", "hunter2")
 	c := newTestClient(t, Config{Address: u.String()})
-	_, err := c.Query(context.Background(), "up", time.Time{})
+	_, err := c.QuerySamples(context.Background(), "up", time.Time{})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeNetwork {
 		t.Fatalf("got %v, want a network_error *promclient.Error", err)
@@ -356,7 +357,7 @@ func TestHangingServerFailsWithinTimeout(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Query(context.Background(), "up", time.Time{})
+		_, err := c.QuerySamples(context.Background(), "up", time.Time{})
 		done <- err
 	}()
 	var err error
@@ -412,10 +413,10 @@ func TestCoalescing(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	results := make(chan model.Vector, n)
+	results := make(chan Samples, n)
 	for range n {
 		wg.Go(func() {
-			v, err := c.Query(context.Background(), "sum(up)", time.Time{})
+			v, err := c.QuerySamples(context.Background(), "sum(up)", time.Time{})
 			errs <- err
 			results <- v
 		})
@@ -434,8 +435,8 @@ func TestCoalescing(t *testing.T) {
 		}
 	}
 	for v := range results {
-		if len(v) != 1 || v[0].Value != 0.5 {
-			t.Errorf("result %v, want the shared answer", v)
+		if diff := cmp.Diff(vectorSamples, v); diff != "" {
+			t.Errorf("result (-want +got):\n%s", diff)
 		}
 	}
 	if got := served.Load(); got != 1 {
@@ -443,7 +444,7 @@ func TestCoalescing(t *testing.T) {
 	}
 
 	// Once the flight has landed, the next call sends a new request.
-	if _, err := c.Query(context.Background(), "sum(up)", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), "sum(up)", time.Time{}); err != nil {
 		t.Fatalf("Query: %v", err)
 	}
 	if got := served.Load(); got != 2 {
@@ -461,7 +462,7 @@ func TestLastWaiterLeavingCancelsRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Query(ctx, "up", time.Time{})
+		_, err := c.QuerySamples(ctx, "up", time.Time{})
 		errc <- err
 	}()
 	waitFor(t, func() bool { return len(f.requests()) == 1 })
@@ -487,7 +488,7 @@ func TestResultCache(t *testing.T) {
 	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: 2 * time.Second, Clock: clk, Metrics: m})
 	ctx := context.Background()
 	for range 3 {
-		if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+		if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -498,7 +499,7 @@ func TestResultCache(t *testing.T) {
 		t.Errorf("cache hits = %v, want 2", got)
 	}
 	clk.SetTime(clk.Now().Add(2 * time.Second))
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := served.Load(); got != 2 {
@@ -508,7 +509,7 @@ func TestResultCache(t *testing.T) {
 	// Off by default: every call asks Prometheus.
 	c2 := newTestClient(t, Config{Address: f.srv.URL, Clock: clk})
 	for range 2 {
-		if _, err := c2.Query(ctx, "up", time.Time{}); err != nil {
+		if _, err := c2.QuerySamples(ctx, "up", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -527,10 +528,10 @@ func TestErrorsAreNotCached(t *testing.T) {
 		io.WriteString(w, vectorBody)
 	})
 	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: time.Hour})
-	if _, err := c.Query(context.Background(), "up", time.Time{}); err == nil {
+	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err == nil {
 		t.Fatal("first query: want the 500 error")
 	}
-	if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatalf("second query: %v (an error was cached?)", err)
 	}
 }
@@ -563,7 +564,7 @@ func TestWithTimeout(t *testing.T) {
 	if c.Timeout() != 5*time.Second || long.Timeout() != 2*time.Minute {
 		t.Fatalf("timeouts %v/%v", c.Timeout(), long.Timeout())
 	}
-	if _, err := long.Query(context.Background(), "up", time.Time{}); err != nil {
+	if _, err := long.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.requests()[0].Args.Get("timeout"); got != "120s" {
@@ -614,8 +615,6 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-var _ = fmt.Sprintf
-
 // TestQueryResultsOutliveTheBodyBuffer checks that nothing decoded from an
 // answer (labels, warnings, error details) shares memory with the pooled
 // buffer the body was read into, which the next answers overwrite.
@@ -623,7 +622,8 @@ func TestQueryResultsOutliveTheBodyBuffer(t *testing.T) {
 	answers := map[string]func(w http.ResponseWriter){
 		"vector": func(w http.ResponseWriter) {
 			io.WriteString(w, `{"status":"success","warnings":["w-one"],"data":{"resultType":"vector","result":[`+
-				`{"metric":{"pod":"p-one","l\u00e9":"esc\u00e9"},"value":[1700000000,"1"]}]}}`)
+				`{"metric":{"namespace":"ns","pod":"p-one-1","l\u00e9":"esc\u00e9"},"value":[1700000000,"1"]},`+
+				`{"metric":{"namespace":"ns","pod":"p-one-2","l\u00e9":"esc\u00e9"},"value":[1700000000,"1"]}]}}`)
 		},
 		"error": func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusBadGateway)
@@ -631,7 +631,8 @@ func TestQueryResultsOutliveTheBodyBuffer(t *testing.T) {
 		},
 		"other": func(w http.ResponseWriter) {
 			io.WriteString(w, `{"status":"success","warnings":["w-two"],"data":{"resultType":"vector","result":[`+
-				`{"metric":{"pod":"p-two","l\u00e9":"xxx\u00e9"},"value":[1700000000,"2"]}]}}`+strings.Repeat(" ", 64))
+				`{"metric":{"namespace":"xx","pod":"x-two-1","l\u00e9":"xxx\u00e9"},"value":[1700000000,"2"]},`+
+				`{"metric":{"namespace":"xx","pod":"x-two-2","l\u00e9":"xxx\u00e9"},"value":[1700000000,"2"]}]}}`+strings.Repeat(" ", 64))
 		},
 	}
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
@@ -640,23 +641,26 @@ func TestQueryResultsOutliveTheBodyBuffer(t *testing.T) {
 	c := newTestClient(t, Config{Address: f.srv.URL})
 	ctx := context.Background()
 
-	vec, err := c.Query(ctx, "vector", time.Time{})
+	smps, err := c.QuerySamples(ctx, "vector", time.Time{})
 	if err != nil {
 		t.Fatalf("Query: %v", err)
 	}
-	_, qerr := c.Query(ctx, "error", time.Time{})
+	_, qerr := c.QuerySamples(ctx, "error", time.Time{})
 	if qerr == nil {
 		t.Fatal("Query(error) succeeded")
 	}
 	errText := qerr.Error()
 	for range 5 {
-		if _, err := c.Query(ctx, "other", time.Time{}); err != nil {
+		if _, err := c.QuerySamples(ctx, "other", time.Time{}); err != nil {
 			t.Fatalf("Query: %v", err)
 		}
 	}
-	want := model.Vector{{Metric: model.Metric{"pod": "p-one", "lé": "escé"}, Value: 1, Timestamp: 1700000000000}}
-	if diff := cmp.Diff(want, vec); diff != "" {
-		t.Errorf("first vector after later answers (-want +got):\n%s", diff)
+	want := Samples{
+		{Labels: Labels{{"namespace", "ns"}, {"pod", "p-one-1"}, {"lé", "escé"}}, Value: 1, Timestamp: 1700000000000},
+		{Labels: Labels{{"namespace", "ns"}, {"pod", "p-one-2"}, {"lé", "escé"}}, Value: 1, Timestamp: 1700000000000},
+	}
+	if diff := cmp.Diff(want, smps); diff != "" {
+		t.Errorf("first samples after later answers (-want +got):\n%s", diff)
 	}
 	if got := qerr.Error(); got != errText || !strings.Contains(got, "upstream one is down") {
 		t.Errorf("error text changed or lost its detail: %q, then %q", errText, got)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
 )
 
@@ -57,12 +56,9 @@ type landed struct {
 const maxKeptSamples = 1 << 20
 
 // resultSize is what a result counts against maxKeptSamples: its samples
-// for a vector, 1 for anything else.
+// for a query, 1 for anything else.
 func resultSize(val any) int {
-	switch v := val.(type) {
-	case model.Vector:
-		return max(len(v), 1)
-	case Samples:
+	if v, ok := val.(Samples); ok {
 		return max(len(v), 1)
 	}
 	return 1

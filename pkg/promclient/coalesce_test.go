@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/model"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -272,7 +271,7 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 	wave := func(arrival func(i int) time.Time) {
 		t.Helper()
 		var wg sync.WaitGroup
-		results := make([]model.Vector, n)
+		results := make([]Samples, n)
 		errs := make([]error, n)
 		for i := range n {
 			wg.Go(func() {
@@ -280,7 +279,7 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 				// Spread the calls out in real time too, as the API
 				// server's filters do.
 				time.Sleep(time.Duration(i%100) * 100 * time.Microsecond)
-				results[i], errs[i] = c.Query(ctx, "sum(up)", time.Time{})
+				results[i], errs[i] = c.QuerySamples(ctx, "sum(up)", time.Time{})
 			})
 		}
 		wg.Wait()
@@ -325,17 +324,17 @@ func TestLandedResultsOnlyForNowQueries(t *testing.T) {
 		want    int32
 	}{{
 		name: "now query", arrival: arrivedAtT0, want: 1,
-		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+		call: func(c *Client) error { _, err := c.QuerySamples(context.Background(), "up", time.Time{}); return err },
 	}, {
 		name: "now query without ArrivalTime", want: 2,
-		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+		call: func(c *Client) error { _, err := c.QuerySamples(context.Background(), "up", time.Time{}); return err },
 	}, {
 		name:    "arrival unknown",
 		arrival: func(context.Context) (time.Time, bool) { return time.Time{}, false }, want: 2,
-		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", time.Time{}); return err },
+		call: func(c *Client) error { _, err := c.QuerySamples(context.Background(), "up", time.Time{}); return err },
 	}, {
 		name: "query at a time", arrival: arrivedAtT0, want: 2,
-		call: func(c *Client) error { _, err := c.Query(context.Background(), "up", t0); return err },
+		call: func(c *Client) error { _, err := c.QuerySamples(context.Background(), "up", t0); return err },
 	}, {
 		name: "series", arrival: arrivedAtT0, want: 2,
 		call: func(c *Client) error {
@@ -383,7 +382,7 @@ func TestLandedResultsShareAcrossTimeoutsOnlyPerKey(t *testing.T) {
 	c := newTestClient(t, Config{Address: f.srv.URL, Clock: clk,
 		ArrivalTime: func(context.Context) (time.Time, bool) { return t0, true }})
 	for i, cl := range []*Client{c, c.WithTimeout(time.Minute), c, c.WithTimeout(time.Minute)} {
-		if _, err := cl.Query(context.Background(), "up", time.Time{}); err != nil {
+		if _, err := cl.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 			t.Fatal(fmt.Errorf("call %d: %w", i, err))
 		}
 	}
@@ -422,22 +421,22 @@ func TestGroupKeptSamplesBudget(t *testing.T) {
 		}
 	}
 	half := maxKeptSamples / 2
-	keep("a", make(model.Vector, half))
+	keep("a", make(Samples, half))
 	check("half the budget", 1, half)
 	keep("b", make(Samples, half+1))
 	check("past the budget", 1, half)
-	keep("a", make(model.Vector, 10))
+	keep("a", make(Samples, 10))
 	check("a smaller replacement", 1, 10)
 	keep("b", make(Samples, half+1))
 	check("room again", 2, half+11)
 	keep("c", "not a vector")
 	check("anything else counts 1", 3, half+12)
-	keep("a", make(model.Vector, maxKeptSamples))
+	keep("a", make(Samples, maxKeptSamples))
 	check("a replacement past the budget drops the key", 2, half+2)
-	keep("d", model.Vector{})
+	keep("d", Samples{})
 	check("an empty answer counts 1", 3, half+3)
 	clk.SetTime(clk.Now().Add(landedRetention))
-	keep("e", make(model.Vector, maxKeptSamples-1))
+	keep("e", make(Samples, maxKeptSamples-1))
 	check("after the sweep", 1, maxKeptSamples-1)
 }
 
@@ -604,11 +603,11 @@ func TestRequestLogSaysHowOldTheRequestWas(t *testing.T) {
 	arrived := time.Now().Add(-3 * time.Second)
 	c := newTestClient(t, Config{Address: f.srv.URL, ArrivalTime: request.ReceivedTimestampFrom})
 	ctx := request.WithReceivedTimestamp(context.Background(), arrived)
-	if _, err := c.Query(ctx, "sum(up)", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(ctx, "sum(up)", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	// A query at an explicit time does not use the arrival: no age.
-	if _, err := c.Query(ctx, "sum(up)", time.Unix(1700000000, 0)); err != nil {
+	if _, err := c.QuerySamples(ctx, "sum(up)", time.Unix(1700000000, 0)); err != nil {
 		t.Fatal(err)
 	}
 	klog.Flush()
@@ -673,13 +672,13 @@ func TestCallRecordsTheWaitForServerTiming(t *testing.T) {
 	var first, joined servertiming.Recorder
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if _, err := c.Query(servertiming.NewContext(context.Background(), &first), "sum(up)", time.Time{}); err != nil {
+		if _, err := c.QuerySamples(servertiming.NewContext(context.Background(), &first), "sum(up)", time.Time{}); err != nil {
 			t.Error(err)
 		}
 	})
 	<-entered
 	start := time.Now()
-	if _, err := c.Query(servertiming.NewContext(context.Background(), &joined), "sum(up)", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(servertiming.NewContext(context.Background(), &joined), "sum(up)", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	joinedFor := time.Since(start)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -93,7 +92,7 @@ func TestCompression(t *testing.T) {
 				t.Fatalf("NewClient: %v", err)
 			}
 			defer c.CloseIdleConnections()
-			vec, err := c.Query(context.Background(), "up", time.Time{})
+			got, err := c.QuerySamples(context.Background(), "up", time.Time{})
 			if got := f.requests()[0].Header.Get("Accept-Encoding"); got != tc.wantAccept {
 				t.Errorf("Accept-Encoding = %q, want %q", got, tc.wantAccept)
 			}
@@ -106,9 +105,8 @@ func TestCompression(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Query: %v", err)
 			}
-			want := model.Vector{{Metric: model.Metric{"pod": "a"}, Value: 0.5, Timestamp: 1700000000000}}
-			if diff := cmp.Diff(want, vec); diff != "" {
-				t.Errorf("vector (-want +got):\n%s", diff)
+			if diff := cmp.Diff(vectorSamples, got); diff != "" {
+				t.Errorf("samples (-want +got):\n%s", diff)
 			}
 		})
 	}

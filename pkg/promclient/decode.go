@@ -17,16 +17,17 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// This file decodes the answer of an instant query (/api/v1/query) with a
-// single-pass scanner (scan.go) instead of client_golang's reflection-based
-// decoding. It is a performance work-around of the library, kept for its
-// A/B figures in docs/performance.md. decodeQuery is its one seam:
-// Client.sendQuery calls it and nothing else in the request path does, so
-// going back to the library is replacing that call by client_golang's v1
-// Query.
+// This file decodes the answer of an instant query (/api/v1/query) into
+// Samples with a single-pass scanner (scan.go) instead of client_golang's
+// reflection-based decoding into a model.Vector. It is a performance
+// work-around of the library, kept for its A/B figures in
+// docs/performance.md. decodeQuery is its one seam: Client.query calls it
+// and nothing else does, so going back to the library is replacing that
+// call by client_golang's v1 Query and a conversion to Samples.
 //
-// The accepted language and the values produced are those of client_golang
-// (api/prometheus/v1 over encoding/json) on the same body, quirks included,
+// The accepted language and the values produced (as Samples.Vector gives
+// them) are those of client_golang (api/prometheus/v1 over encoding/json) on
+// the same body, quirks included,
 // so that behaviour does not depend on the decoder: object member names
 // match case-insensitively, the last of duplicate members wins (duplicate
 // "metric" objects merge), a null label value is "", a null timestamp
@@ -48,45 +49,25 @@ import (
 // asks for; their value is handed to model.SampleHistogramPair's own
 // decoding.
 
-// decodeQueryAnswer turns an instant query answer (its HTTP status code and
-// body) into a vector, exactly as client_golang's v1 API followed by toVector
-// would: errors are *v1.Error values with the same Type, Msg and Detail, so
-// that classify gives the same outcome, and warnings are returned whenever
-// they could be read.
-func decodeQueryAnswer(code int, body []byte) (model.Vector, v1.Warnings, error) {
-	r, warnings, err := decodeQuery(code, body, false)
-	if err != nil {
-		return nil, warnings, err
-	}
-	return r.vec, warnings, nil
-}
-
-// decodeQuerySamples is decodeQueryAnswer giving the vector as Samples: the
-// same answers are accepted and refused with the same errors, and
-// Samples.Vector of the result is decodeQueryAnswer's vector.
-func decodeQuerySamples(code int, body []byte) (Samples, v1.Warnings, error) {
-	r, warnings, err := decodeQuery(code, body, true)
-	if err != nil {
-		return nil, warnings, err
-	}
-	return r.samples, warnings, nil
-}
-
-// decodeQuery is decodeQueryAnswer and, with compact, decodeQuerySamples.
-func decodeQuery(code int, body []byte, compact bool) (vecResult, v1.Warnings, error) {
+// decodeQuery turns an instant query answer (its HTTP status code and body)
+// into Samples whose Vector is what client_golang's v1 API followed by
+// toVector would give: errors are *v1.Error values with the same Type, Msg
+// and Detail, so that classify gives the same outcome, and warnings are
+// returned whenever they could be read.
+func decodeQuery(code int, body []byte) (Samples, v1.Warnings, error) {
 	if code/100 != 2 {
 		if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
 			typ, msg := errorTypeAndMsgFor(code)
-			return vecResult{}, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
 		}
 		// Prometheus' own error envelope; data, if any, is not looked at.
 		a, err := decodeAnswer(body, false)
 		if err != nil {
 			typ, msg := errorTypeAndMsgFor(code)
-			return vecResult{}, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
 		}
 		if a.status == "success" {
-			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
+			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
 		}
 		if a.errorType == "" {
 			a.errorType = string(v1.ErrClient)
@@ -94,35 +75,32 @@ func decodeQuery(code int, body []byte, compact bool) (vecResult, v1.Warnings, e
 		if a.errMsg == "" {
 			a.errMsg = fmt.Sprintf("client error: %d", code)
 		}
-		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
 
-	a, err := decodeAnswerMode(body, true, compact)
+	a, err := decodeAnswer(body, true)
 	if err != nil {
-		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
 	}
 	if a.status == "error" {
-		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
 	if a.sawMatrix {
-		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
 	}
 	switch a.kind {
 	case resultVector:
 		if a.res.hasNull {
-			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
+			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
 		}
 		if a.res.hasUnvalued {
-			return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: errSampleWithoutValue.Error()}
+			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: errSampleWithoutValue.Error()}
 		}
-		return a.res, a.warnings, nil
+		return a.res.samples, a.warnings, nil
 	case resultScalar:
-		if compact {
-			return vecResult{samples: Samples{{Labels: Labels{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}}, a.warnings, nil
-		}
-		return vecResult{vec: model.Vector{&model.Sample{Metric: model.Metric{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}}, a.warnings, nil
+		return Samples{{Labels: Labels{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
 	default:
-		return vecResult{}, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
 	}
 }
 
@@ -160,10 +138,8 @@ type answer struct {
 	sawMatrix bool
 }
 
-// vecResult is a decoded vector: a model.Vector, or in compact mode
-// Samples. A null vector is nil.
+// vecResult is a decoded vector. A null vector has nil samples.
 type vecResult struct {
-	vec     model.Vector // holds a nil sample for each null element
 	samples Samples
 	// hasNull is set when an element of the vector was null.
 	hasNull bool
@@ -175,13 +151,7 @@ type vecResult struct {
 // decodeAnswer decodes a whole body. With withData false the "data" member
 // is only checked to be JSON.
 func decodeAnswer(body []byte, withData bool) (answer, error) {
-	return decodeAnswerMode(body, withData, false)
-}
-
-// decodeAnswerMode is decodeAnswer, decoding a vector as Samples when
-// compact is set.
-func decodeAnswerMode(body []byte, withData, compact bool) (answer, error) {
-	d := decoder{s: scanner{b: body}, compact: compact}
+	d := decoder{s: scanner{b: body}}
 	var a answer
 	err := d.answer(&a, withData)
 	if err == nil {
@@ -197,18 +167,14 @@ func decodeAnswerMode(body []byte, withData, compact bool) (answer, error) {
 // and values of the previous sample, reused by the next one when equal (the
 // samples of an answer usually share their label names and some values).
 type decoder struct {
-	s scanner
-	// compact decodes a vector as Samples, whose labels are slices of
-	// lslab, instead of a model.Vector with a map per sample.
-	compact bool
-
+	s      scanner
 	names  map[string]string
 	labels []Label // the sample being decoded
 	prev   []Label // the previous sample's labels
-	slab   []model.Sample
-	lslab  []Label
-	// arena holds the bytes of the label values of compact samples: one
-	// allocation per arenaChunk bytes instead of one per value.
+	// lslab holds the labels of the samples: one allocation per many.
+	lslab []Label
+	// arena holds the bytes of the label values: one allocation per
+	// arenaChunk bytes instead of one per value.
 	arena []byte
 	// valued reports that the last sample decoded had a value or a
 	// histogram.
@@ -500,12 +466,7 @@ func (d *decoder) vector() (vecResult, error) {
 		}
 		return vecResult{}, fmt.Errorf("the vector is a JSON %s, not an array", kindOf(c))
 	}
-	var r vecResult
-	if d.compact {
-		r.samples = Samples{}
-	} else {
-		r.vec = model.Vector{}
-	}
+	r := vecResult{samples: Samples{}}
 	empty, err := s.arrStart()
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
 		var null bool
@@ -515,45 +476,22 @@ func (d *decoder) vector() (vecResult, error) {
 		if null {
 			// Refused by decodeQuery if it is in the final result.
 			r.hasNull = true
-			if !d.compact {
-				r.vec = append(r.vec, nil)
-			}
 			if err = s.literal("null"); err != nil {
 				return vecResult{}, err
 			}
 			continue
 		}
 		start := s.i
-		if d.compact {
-			var smp model.Sample
-			var hasMetric bool
-			if hasMetric, err = d.sample(&smp); err != nil {
-				return vecResult{}, err
-			}
-			r.hasUnvalued = r.hasUnvalued || !d.valued
-			if len(r.samples) == 0 {
-				d.sizeFor(&r, s.i-start)
-			}
-			r.samples = append(r.samples, Sample{Labels: d.keepLabels(hasMetric), Value: smp.Value, Timestamp: smp.Timestamp, Histogram: smp.Histogram})
-		} else {
-			smp := d.newSample()
-			var hasMetric bool
-			if hasMetric, err = d.sample(smp); err != nil {
-				return vecResult{}, err
-			}
-			r.hasUnvalued = r.hasUnvalued || !d.valued
-			if len(r.vec) == 0 {
-				d.sizeFor(&r, s.i-start)
-			}
-			if hasMetric {
-				m := make(model.Metric, len(d.labels))
-				for _, l := range d.labels {
-					m[model.LabelName(l.Name)] = model.LabelValue(l.Value)
-				}
-				smp.Metric = m
-			}
-			r.vec = append(r.vec, smp)
+		var smp model.Sample
+		var hasMetric bool
+		if hasMetric, err = d.sample(&smp); err != nil {
+			return vecResult{}, err
 		}
+		r.hasUnvalued = r.hasUnvalued || !d.valued
+		if len(r.samples) == 0 {
+			d.sizeFor(&r, s.i-start)
+		}
+		r.samples = append(r.samples, Sample{Labels: d.keepLabels(hasMetric), Value: smp.Value, Timestamp: smp.Timestamp, Histogram: smp.Histogram})
 		d.labels, d.prev = d.prev[:0], d.labels
 	}
 	if err != nil {
@@ -566,8 +504,8 @@ func (d *decoder) vector() (vecResult, error) {
 // {"metric":{},"value":[0,"0"]}.
 const minSampleLen = 29
 
-// sizeFor sizes the vector and the next slab of samples (or, in compact
-// mode, of labels) for the rest of the body, guessing from the length of
+// sizeFor sizes the samples and the next slab of labels for the rest of
+// the body, guessing from the length of
 // the first sample (just decoded, its labels in d.labels) that the others
 // are about as long and have as many labels (answers are usually regular),
 // so that neither grows by copying. The guess is bounded by what the body
@@ -579,30 +517,10 @@ func (d *decoder) sizeFor(r *vecResult, firstLen int) {
 	if n <= 1 {
 		return
 	}
-	if d.compact {
-		r.samples = slices.Grow(r.samples, n)
-		if k := len(d.labels); len(d.lslab) < n*k {
-			d.lslab = make([]Label, n*k)
-		}
-		return
+	r.samples = slices.Grow(r.samples, n)
+	if k := len(d.labels); len(d.lslab) < n*k {
+		d.lslab = make([]Label, n*k)
 	}
-	r.vec = slices.Grow(r.vec, n)
-	if len(d.slab) < n-1 {
-		d.slab = make([]model.Sample, n-1)
-	}
-}
-
-// newSample allocates samples in slabs: one allocation per many samples.
-func (d *decoder) newSample() *model.Sample {
-	if len(d.slab) == 0 {
-		n := 2 * cap(d.slab)
-		n = max(n, 16)
-		n = min(n, 1024)
-		d.slab = make([]model.Sample, n)
-	}
-	smp := &d.slab[0]
-	d.slab = d.slab[1:]
-	return smp
 }
 
 // keepLabels returns a copy of the labels of the sample just decoded,
@@ -736,7 +654,7 @@ func (d *decoder) metric() error {
 			switch {
 			case plain && i < len(d.prev) && d.prev[i].Value == string(raw) && d.prev[i].Name == name:
 				value = d.prev[i].Value
-			case plain && d.compact:
+			case plain:
 				value = d.arenaString(raw)
 			default:
 				value = unquote(raw, plain)

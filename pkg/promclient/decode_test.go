@@ -74,25 +74,34 @@ var exactValues = cmp.Comparer(func(a, b model.SampleValue) bool {
 	return math.Float64bits(float64(a)) == math.Float64bits(float64(b))
 })
 
-func sample(ts model.Time, v float64, labels ...string) *model.Sample {
-	m := model.Metric{}
+// sample is a Sample with the labels given as name, value pairs, in the
+// answer's order (empty, not nil, when there are none).
+func sample(ts model.Time, v float64, labels ...string) Sample {
+	ls := Labels{}
 	for i := 0; i+1 < len(labels); i += 2 {
-		m[model.LabelName(labels[i])] = model.LabelValue(labels[i+1])
+		ls = append(ls, Label{Name: labels[i], Value: labels[i+1]})
 	}
-	return &model.Sample{Metric: m, Value: model.SampleValue(v), Timestamp: ts}
+	return Sample{Labels: ls, Value: model.SampleValue(v), Timestamp: ts}
+}
+
+// decodeVector is decodeQuery's answer as a model.Vector (Samples.Vector):
+// what is compared with client_golang's decoding.
+func decodeVector(code int, body []byte) (model.Vector, v1.Warnings, error) {
+	smps, warnings, err := decodeQuery(code, body)
+	return smps.Vector(), warnings, err
 }
 
 func vectorAnswer(result string) string {
 	return `{"status":"success","data":{"resultType":"vector","result":` + result + `}}`
 }
 
-func TestDecodeQueryAnswer(t *testing.T) {
+func TestDecodeQuery(t *testing.T) {
 	const ts = model.Time(1700000000000)
 	tests := []struct {
 		name         string
 		code         int // 200 when zero
 		body         string
-		want         model.Vector
+		want         Samples
 		wantWarnings v1.Warnings
 		wantErr      *v1.Error // Msg "" means any message
 		wantInMsg    string
@@ -103,35 +112,35 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			name: "two samples",
 			body: vectorAnswer(`[{"metric":{"namespace":"default","pod":"a"},"value":[1700000000,"0.5"]},` +
 				`{"metric":{"namespace":"default","pod":"b"},"value":[1700000000,"1.5"]}]`),
-			want: model.Vector{sample(ts, 0.5, "namespace", "default", "pod", "a"), sample(ts, 1.5, "namespace", "default", "pod", "b")},
+			want: Samples{sample(ts, 0.5, "namespace", "default", "pod", "a"), sample(ts, 1.5, "namespace", "default", "pod", "b")},
 		},
 		{
 			name: "escapes",
 			body: vectorAnswer(`[{"metric":{"po\u0064":"caf\u00e9","s":"\ud83d\ude00","lone":"\ud800x","esc":"\"\\\/\b\f\n\r\t","raw":"é"},"value":[1700000000,"1"]}]`),
-			want: model.Vector{sample(ts, 1, "pod", "café", "s", "😀", "lone", "\uFFFDx", "esc", "\"\\/\b\f\n\r\t", "raw", "é")},
+			want: Samples{sample(ts, 1, "pod", "café", "s", "😀", "lone", "\uFFFDx", "esc", "\"\\/\b\f\n\r\t", "raw", "é")},
 		},
 		{
 			name: "invalid UTF-8 becomes U+FFFD",
 			body: vectorAnswer("[{\"metric\":{\"a\":\"x\xffy\"},\"value\":[1700000000,\"1\"]}]"),
-			want: model.Vector{sample(ts, 1, "a", "x\uFFFDy")},
+			want: Samples{sample(ts, 1, "a", "x\uFFFDy")},
 		},
 		{
 			name: "NaN and infinities",
 			body: vectorAnswer(`[{"metric":{"v":"nan"},"value":[1700000000,"NaN"]},{"metric":{"v":"+inf"},"value":[1700000000,"+Inf"]},` +
 				`{"metric":{"v":"-inf"},"value":[1700000000,"-Inf"]},{"metric":{"v":"-0"},"value":[1700000000,"-0"]},{"metric":{"v":"exp"},"value":[1700000000,"1e-3"]}]`),
-			want: model.Vector{sample(ts, math.NaN(), "v", "nan"), sample(ts, math.Inf(1), "v", "+inf"),
+			want: Samples{sample(ts, math.NaN(), "v", "nan"), sample(ts, math.Inf(1), "v", "+inf"),
 				sample(ts, math.Inf(-1), "v", "-inf"), sample(ts, math.Copysign(0, -1), "v", "-0"), sample(ts, 0.001, "v", "exp")},
 		},
 		{
 			name: "fractional and odd timestamps",
 			body: vectorAnswer(`[{"metric":{},"value":[1700000000.123456,"1"]},{"metric":{},"value":[1700000000.5,"1"]},` +
 				`{"metric":{},"value":[-1.5,"1"]},{"metric":{},"value":[0.001,"1"]},{"metric":{},"value":[-0,"1"]}]`),
-			want: model.Vector{sample(ts+123, 1), sample(ts+500, 1), sample(-1500, 1), sample(1, 1), sample(0, 1)},
+			want: Samples{sample(ts+123, 1), sample(ts+500, 1), sample(-1500, 1), sample(1, 1), sample(0, 1)},
 		},
 		{
 			name: "empty result",
 			body: vectorAnswer(`[]`),
-			want: model.Vector{},
+			want: Samples{},
 		},
 		{
 			name: "null result",
@@ -141,33 +150,48 @@ func TestDecodeQueryAnswer(t *testing.T) {
 		{
 			name: "scalar",
 			body: `{"status":"success","data":{"resultType":"scalar","result":[1700000000.25,"4\u0032"]}}`,
-			want: model.Vector{sample(ts+250, 42)},
+			want: Samples{sample(ts+250, 42)},
 		},
 		{
 			name: "whitespace, unknown members, result before resultType",
 			body: " \n{ \"status\" : \"success\" , \"stats\":{\"timings\":[1,2,{\"x\":null}]}, \"data\" :\t{\"result\" : [ { \"metric\" : { \"a\" : \"b\" } ,\r\n" +
 				" \"extra\":[true,false,null,-1.5e+3], \"value\" : [ 1700000000 , \"2\" ] } ] , \"resultType\" : \"vector\" } } \n",
-			want: model.Vector{sample(ts, 2, "a", "b")},
+			want: Samples{sample(ts, 2, "a", "b")},
 		},
 		{
 			name: "member names match case-insensitively",
 			body: `{"STATUS":"success","Data":{"ResultType":"vector","RESULT":[{"Metric":{"a":"b"},"VALUE":[1700000000,"3"]}]}}`,
-			want: model.Vector{sample(ts, 3, "a", "b")},
+			want: Samples{sample(ts, 3, "a", "b")},
 		},
 		{
 			name: "duplicate metric objects merge, null label value is empty",
 			body: vectorAnswer(`[{"metric":{"a":"1"},"metric":{"b":"2","a":null},"value":[1700000000,"1"]}]`),
-			want: model.Vector{sample(ts, 1, "a", "", "b", "2")},
+			want: Samples{sample(ts, 1, "a", "1", "b", "2", "a", "")},
+		},
+		{
+			name: "no metric, null metric, empty metric",
+			body: vectorAnswer(`[{"value":[1700000000,"1"]},{"metric":null,"value":[1700000000,"2"]},{"metric":{},"value":[1700000000,"3"]}]`),
+			want: Samples{{Value: 1, Timestamp: ts}, {Value: 2, Timestamp: ts}, sample(ts, 3)},
+		},
+		{
+			name: "a null metric drops the labels of an earlier one",
+			body: vectorAnswer(`[{"metric":{"a":"1"},"metric":null,"value":[1700000000,"1"]}]`),
+			want: Samples{{Value: 1, Timestamp: ts}},
+		},
+		{
+			name: "repeated names are kept in order",
+			body: vectorAnswer(`[{"metric":{"a":"1","a":"2"},"metric":{"b":null,"a":"3"},"value":[1700000000,"1"]}]`),
+			want: Samples{sample(ts, 1, "a", "1", "a", "2", "b", "", "a", "3")},
 		},
 		{
 			name: "no metric and a null timestamp give zero fields",
 			body: vectorAnswer(`[{"value":[0,"1"]},{"metric":{},"value":[null,"7",{"ignored":1}]}]`),
-			want: model.Vector{{Value: 1}, sample(0, 7)},
+			want: Samples{{Value: 1}, sample(0, 7)},
 		},
 		{
 			name: "a later value member replaces an earlier one",
 			body: vectorAnswer(`[{"value":[1700000000,"1"],"value":[1700000000,"2"]},{"value":[1700000000,"3"],"value":null}]`),
-			want: model.Vector{{Value: 2, Timestamp: 1700000000000}, {Value: 3, Timestamp: 1700000000000}},
+			want: Samples{{Value: 2, Timestamp: 1700000000000}, {Value: 3, Timestamp: 1700000000000}},
 		},
 		// client_golang reads each of these as the value 0, which the
 		// adapter would serve as a real value (found by the fault suite).
@@ -194,13 +218,13 @@ func TestDecodeQueryAnswer(t *testing.T) {
 		{
 			name:         "warnings",
 			body:         `{"status":"success","warnings":["w1","w\u0032"],"infos":["i"],"data":{"resultType":"vector","result":[]}}`,
-			want:         model.Vector{},
+			want:         Samples{},
 			wantWarnings: v1.Warnings{"w1", "w2"},
 		},
 		{
 			name: "histogram sample",
 			body: vectorAnswer(`[{"metric":{"a":"b"},"histogram":[1700000000,{"count":"2","sum":"3","buckets":[[0,"0","1","2"]]}]}]`),
-			want: model.Vector{{Metric: model.Metric{"a": "b"}, Timestamp: ts, Histogram: &model.SampleHistogram{
+			want: Samples{{Labels: Labels{{"a", "b"}}, Timestamp: ts, Histogram: &model.SampleHistogram{
 				Count: 2, Sum: 3, Buckets: model.HistogramBuckets{{Boundaries: 0, Lower: 0, Upper: 1, Count: 2}}}}},
 		},
 		{
@@ -317,7 +341,7 @@ func TestDecodeQueryAnswer(t *testing.T) {
 		{
 			name: "null sample replaced by a later data member",
 			body: `{"status":"success","data":{"resultType":"vector","result":[null]},"d\u0061ta":{"resultType":"vector","result":[]}}`,
-			want: model.Vector{},
+			want: Samples{},
 		},
 		{
 			name:      "broken null in a result replaced later",
@@ -332,6 +356,13 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			wantInMsg: "sample of the result is null",
 			differs:   true,
 		},
+		{
+			name:      "null sample among others",
+			body:      vectorAnswer(`[{"metric":{"a":"b"},"value":[1,"1"]},null]`),
+			wantErr:   &v1.Error{Type: v1.ErrBadResponse},
+			wantInMsg: "sample of the result is null",
+			differs:   true,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,16 +370,16 @@ func TestDecodeQueryAnswer(t *testing.T) {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			got, warnings, err := decodeQueryAnswer(code, []byte(tc.body))
+			got, warnings, err := decodeQuery(code, []byte(tc.body))
 			if diff := cmp.Diff(tc.wantWarnings, warnings); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 			if tc.wantErr == nil {
 				if err != nil {
-					t.Fatalf("decodeQueryAnswer: %v", err)
+					t.Fatalf("decodeQuery: %v", err)
 				}
 				if diff := cmp.Diff(tc.want, got, exactValues); diff != "" {
-					t.Errorf("vector (-want +got):\n%s", diff)
+					t.Errorf("samples (-want +got):\n%s", diff)
 				}
 			} else {
 				var apiErr *v1.Error
@@ -375,7 +406,7 @@ func TestDecodeQueryAnswer(t *testing.T) {
 // decoding, the same message and detail) when it does not.
 func checkAgainstReference(t *testing.T, code int, body []byte) {
 	t.Helper()
-	got, _, gotErr := decodeQueryAnswer(code, body)
+	got, _, gotErr := decodeVector(code, body)
 	want, _, wantErr := referenceDecode(code, body)
 	if wantErr == nil {
 		if gotErr != nil {
@@ -442,12 +473,12 @@ func TestQueryFallsBackToGET(t *testing.T) {
 		io.WriteString(w, vectorBody)
 	})
 	c := newTestClient(t, Config{Address: f.srv.URL + "/p?tenant=a", Verb: http.MethodPost, Timeout: 5 * time.Second})
-	got, err := c.Query(context.Background(), "up", time.Unix(1700000000, 0))
+	got, err := c.QuerySamples(context.Background(), "up", time.Unix(1700000000, 0))
 	if err != nil {
 		t.Fatalf("Query: %v", err)
 	}
-	if len(got) != 1 || got[0].Metric["pod"] != "a" {
-		t.Errorf("result %v", got)
+	if diff := cmp.Diff(vectorSamples, got); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
 	}
 	reqs := f.requests()
 	var methods []string
@@ -478,23 +509,30 @@ func benchAnswer(n int) []byte {
 	return b.Bytes()
 }
 
-// BenchmarkDecodeVector decodes answers of n samples with client_golang (the
-// decoding before the streaming decoder) and with the streaming decoder,
-// also on an answer whose members are sorted by name, as encoding/json
-// writes a map ("result" before "resultType").
-func BenchmarkDecodeVector(b *testing.B) {
+// BenchmarkDecodeQuery decodes answers of n samples with client_golang
+// (model.Vector, the decoding before the streaming decoder) and with the
+// streaming decoder (Samples), also on an answer whose members are sorted
+// by name, as encoding/json writes a map ("result" before "resultType").
+func BenchmarkDecodeQuery(b *testing.B) {
 	for _, n := range []int{100, 5000} {
 		body := benchAnswer(n)
 		sorted := bytes.Replace(body, []byte(`"resultType":"vector",`), nil, 1)
 		sorted = append(bytes.TrimSuffix(sorted, []byte(`}}`)), `,"resultType":"vector"}}`...)
 		for _, impl := range []struct {
 			name   string
-			decode func(int, []byte) (model.Vector, v1.Warnings, error)
+			decode func() (int, error)
 		}{
-			{name: "client_golang", decode: referenceDecode},
-			{name: "streaming", decode: decodeQueryAnswer},
-			{name: "streaming-result-first", decode: func(code int, _ []byte) (model.Vector, v1.Warnings, error) {
-				return decodeQueryAnswer(code, sorted)
+			{name: "client_golang", decode: func() (int, error) {
+				vec, _, err := referenceDecode(http.StatusOK, body)
+				return len(vec), err
+			}},
+			{name: "streaming", decode: func() (int, error) {
+				smps, _, err := decodeQuery(http.StatusOK, body)
+				return len(smps), err
+			}},
+			{name: "streaming-result-first", decode: func() (int, error) {
+				smps, _, err := decodeQuery(http.StatusOK, sorted)
+				return len(smps), err
 			}},
 		} {
 			b.Run(fmt.Sprintf("%s/%d", impl.name, n), func(b *testing.B) {
@@ -502,9 +540,8 @@ func BenchmarkDecodeVector(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				cpu0 := cputime.Process()
 				for b.Loop() {
-					vec, _, err := impl.decode(http.StatusOK, body)
-					if err != nil || len(vec) != n {
-						b.Fatalf("%d samples, %v", len(vec), err)
+					if got, err := impl.decode(); err != nil || got != n {
+						b.Fatalf("%d samples, %v", got, err)
 					}
 				}
 				reportCPU(b, cpu0)
@@ -535,32 +572,72 @@ var fuzzSeeds = []string{
 }
 
 // FuzzDecodeVector checks that the streaming decoder never panics and
-// agrees with client_golang (see checkAgainstReference) on arbitrary bytes,
-// as a 200 and as a 400 answer, and on random vectors written as a
-// JSON encoder could (random spacing, member order, escapes, unknown
-// members), where it must also give back the vector encoded.
+// agrees with client_golang (checkAgainstReference) on arbitrary bytes, as a
+// 200 and as a 400 answer, on random vectors written as a JSON encoder
+// could (random spacing, member order, escapes, unknown members) and on
+// quirky answers and their corruptions.
 func FuzzDecodeVector(f *testing.F) {
 	for i, s := range fuzzSeeds {
 		f.Add(uint64(i), []byte(s))
 	}
-	f.Fuzz(func(t *testing.T, seed uint64, raw []byte) {
-		checkAgainstReference(t, http.StatusOK, raw)
-		checkAgainstReference(t, http.StatusBadRequest, raw)
+	f.Fuzz(checkReferenceProperty)
+}
 
-		want, body := randomAnswer(seed, raw)
-		got, _, err := decodeQueryAnswer(http.StatusOK, body)
-		if err != nil {
-			t.Fatalf("decoding the encoded vector %q: %v", body, err)
-		}
-		if diff := cmp.Diff(want, got, exactValues); diff != "" {
-			t.Fatalf("decoding %q (-encoded +decoded):\n%s", body, diff)
-		}
-		checkAgainstReference(t, http.StatusOK, body)
+// FuzzDecodeSamples checks what the Samples form adds to the vector: the
+// random vectors come back exactly as encoded (labels in the answer's
+// order, repeated names kept), and nothing decoded (samples, warnings,
+// errors) shares memory with the body, whose buffer the client reuses.
+func FuzzDecodeSamples(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(uint64(i), []byte(s))
+	}
+	f.Fuzz(checkSamplesProperty)
+}
 
-		for _, a := range quirkyAnswers(seed) {
-			checkAgainstReference(t, a.code, a.body)
-		}
-	})
+// checkReferenceProperty is FuzzDecodeVector's property on one input.
+func checkReferenceProperty(t *testing.T, seed uint64, raw []byte) {
+	checkAgainstReference(t, http.StatusOK, raw)
+	checkAgainstReference(t, http.StatusBadRequest, raw)
+	_, body := randomAnswer(seed, raw)
+	checkAgainstReference(t, http.StatusOK, body)
+	for _, a := range quirkyAnswers(seed) {
+		checkAgainstReference(t, a.code, a.body)
+	}
+}
+
+// checkSamplesProperty is FuzzDecodeSamples' property on one input.
+func checkSamplesProperty(t *testing.T, seed uint64, raw []byte) {
+	checkOwnsItsMemory(t, http.StatusOK, raw)
+	checkOwnsItsMemory(t, http.StatusBadRequest, raw)
+	want, body := randomAnswer(seed, raw)
+	got, _, err := decodeQuery(http.StatusOK, body)
+	if err != nil {
+		t.Fatalf("decoding the encoded vector %q: %v", body, err)
+	}
+	if diff := cmp.Diff(want, got, exactValues); diff != "" {
+		t.Fatalf("decoding %q (-encoded +decoded):\n%s", body, diff)
+	}
+	checkOwnsItsMemory(t, http.StatusOK, body)
+	for _, a := range quirkyAnswers(seed) {
+		checkOwnsItsMemory(t, a.code, a.body)
+	}
+}
+
+// checkOwnsItsMemory checks that what decodeQuery returns for an answer
+// (samples, warnings, error) is unchanged once the body's bytes are
+// overwritten, as the client's reused body buffer is by the next answer.
+func checkOwnsItsMemory(t *testing.T, code int, body []byte) {
+	t.Helper()
+	buf := bytes.Clone(body)
+	smps, warnings, err := decodeQuery(code, buf)
+	render := func() string { return fmt.Sprintf("%v %q %v", smps, warnings, err) }
+	before := render()
+	for i := range buf {
+		buf[i] = '#'
+	}
+	if after := render(); after != before {
+		t.Fatalf("answer %d %q: the result changed with the body buffer:\n%s\nthen\n%s", code, body, before, after)
+	}
 }
 
 // fuzzAnswer is one answer a fuzzer decodes: an HTTP status and a body.
@@ -599,17 +676,22 @@ func corruptions(seed uint64, body []byte) [][]byte {
 	return [][]byte{deleted, replaced, body[:r.IntN(len(body))]}
 }
 
-// TestQuirkyAnswers runs the quirky part of FuzzDecodeVector over many
-// seeds, so that plain go test covers it.
-func TestQuirkyAnswers(t *testing.T) {
-	for seed := range uint64(3000) {
-		quirky := quirkyAnswer(seed)
-		for _, code := range []int{http.StatusOK, http.StatusBadRequest} {
-			checkAgainstReference(t, code, quirky)
-		}
-		for _, broken := range corruptions(seed, quirky) {
-			checkAgainstReference(t, http.StatusOK, broken)
-		}
+// TestGeneratedAnswers runs both fuzzers' properties over many seeds, and
+// over answers past the first slabs and arena chunks, so that plain go test
+// covers them.
+func TestGeneratedAnswers(t *testing.T) {
+	for seed := range uint64(2000) {
+		raw := []byte(fmt.Sprint(seed))
+		checkReferenceProperty(t, seed, raw)
+		checkSamplesProperty(t, seed, raw)
+	}
+	long := strings.Repeat("x", 3*arenaChunk)
+	for _, body := range [][]byte{
+		benchAnswer(5000),
+		[]byte(vectorAnswer(`[{"metric":{"a":"` + long + `"},"value":[1,"1"]},{"metric":{"a":"y` + long + `","b":"z"},"value":[1,"2"]}]`)),
+	} {
+		checkAgainstReference(t, http.StatusOK, body)
+		checkOwnsItsMemory(t, http.StatusOK, body)
 	}
 }
 
@@ -778,18 +860,18 @@ func randomTime(r *rand.Rand) (model.Time, string) {
 	return model.Time(ms), text
 }
 
-// randomAnswer encodes a random vector (or scalar) as a success answer.
-func randomAnswer(seed uint64, raw []byte) (model.Vector, []byte) {
+// randomAnswer encodes random samples (or a scalar) as a success answer.
+func randomAnswer(seed uint64, raw []byte) (Samples, []byte) {
 	r := rand.New(rand.NewPCG(seed, uint64(len(raw))))
 	w := &answerWriter{r: r}
-	var want model.Vector
+	var want Samples
 	var result func()
 	resultType := "vector"
 	if r.IntN(10) == 0 {
 		resultType = "scalar"
 		ts, tsText := randomTime(r)
 		v, vText := randomValue(r)
-		want = model.Vector{{Metric: model.Metric{}, Value: v, Timestamp: ts}}
+		want = Samples{{Labels: Labels{}, Value: v, Timestamp: ts}}
 		result = func() {
 			w.tok("[")
 			w.tok(tsText)
@@ -799,15 +881,12 @@ func randomAnswer(seed uint64, raw []byte) (model.Vector, []byte) {
 		}
 	} else {
 		n := r.IntN(6)
-		want = model.Vector{}
+		want = Samples{}
 		var samples []func()
 		for range n {
-			smp := &model.Sample{Metric: model.Metric{}}
-			var names, values []string
+			smp := Sample{Labels: Labels{}}
 			for range r.IntN(5) {
-				name, value := randomText(r, raw), randomText(r, raw)
-				names, values = append(names, name), append(values, value)
-				smp.Metric[model.LabelName(name)] = model.LabelValue(value)
+				smp.Labels = append(smp.Labels, Label{Name: randomText(r, raw), Value: randomText(r, raw)})
 			}
 			var tsText, vText string
 			smp.Timestamp, tsText = randomTime(r)
@@ -818,13 +897,13 @@ func randomAnswer(seed uint64, raw []byte) (model.Vector, []byte) {
 				w.maybeJunk()
 				w.key("metric")
 				w.tok("{")
-				for i := range names {
+				for i, l := range smp.Labels {
 					if i > 0 {
 						w.tok(",")
 					}
-					w.str(names[i])
+					w.str(l.Name)
 					w.tok(":")
-					w.str(values[i])
+					w.str(l.Value)
 				}
 				w.tok("}")
 				w.tok(",")

@@ -42,13 +42,13 @@ func TestClientGuard(t *testing.T) {
 	done := make(chan error, 2)
 	for _, q := range []string{"up", "up + 0"} {
 		go func() {
-			_, err := c.Query(context.Background(), q, time.Time{})
+			_, err := c.QuerySamples(context.Background(), q, time.Time{})
 			done <- err
 		}()
 	}
 	<-arrived
 	<-arrived
-	_, err = c.Query(context.Background(), "up * 2", time.Time{})
+	_, err = c.QuerySamples(context.Background(), "up * 2", time.Time{})
 	var pe *promclient.Error
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeBusy || !promclient.IsUnavailable(err) {
 		t.Fatalf("third query with two stalled: %v, want a busy, unavailable *Error", err)
@@ -66,13 +66,13 @@ func TestClientGuard(t *testing.T) {
 	defer release()
 	// (The client's own timeout: a caller going away cancels the request,
 	// which is no failure of the backend.)
-	if _, err := c.WithTimeout(50*time.Millisecond).Query(context.Background(), "up / 2", time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.WithTimeout(50*time.Millisecond).QuerySamples(context.Background(), "up / 2", time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("query held past its deadline: %v, want a timeout", err)
 	}
 	<-arrived
 	release()
 	calls := fake.Calls(promtest.Query)
-	_, err = c.Query(context.Background(), "up / 3", time.Time{})
+	_, err = c.QuerySamples(context.Background(), "up / 3", time.Time{})
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeBackendDown || !promclient.IsUnavailable(err) {
 		t.Fatalf("query with the backend down: %v, want a backend_down, unavailable *Error", err)
 	}
@@ -84,7 +84,7 @@ func TestClientGuard(t *testing.T) {
 	}
 	// After the open period one probe goes and, answered, closes it.
 	clk.Step(promclient.DefaultBreakerOpen)
-	if _, err := c.Query(context.Background(), "up / 3", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), "up / 3", time.Time{}); err != nil {
 		t.Errorf("the probe: %v", err)
 	}
 	if !guard.Status().Up {

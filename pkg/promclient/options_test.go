@@ -185,7 +185,7 @@ func TestAuthHeaders(t *testing.T) {
 			if err != nil {
 				t.Fatalf("NewClient: %v", err)
 			}
-			if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+			if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 				t.Fatalf("Query: %v", err)
 			}
 			h := f.requests()[0].Header
@@ -223,7 +223,7 @@ func TestTokenRotation(t *testing.T) {
 		return reqs[len(reqs)-1].Header.Get("Authorization")
 	}
 
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := lastAuth(); got != "Bearer old" {
@@ -231,7 +231,7 @@ func TestTokenRotation(t *testing.T) {
 	}
 	// The file is read for every request: a rotated token is used at once.
 	writeFile(t, tok, "new")
-	if _, err := c.Query(ctx, "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := lastAuth(); got != "Bearer new" {
@@ -242,7 +242,7 @@ func TestTokenRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := len(f.requests())
-	if _, err := c.Query(ctx, "up", time.Time{}); err == nil || !strings.Contains(err.Error(), "credentials") {
+	if _, err := c.QuerySamples(ctx, "up", time.Time{}); err == nil || !strings.Contains(err.Error(), "credentials") {
 		t.Errorf("with the token file missing: err %v, want one about the credentials", err)
 	}
 	if len(f.requests()) != n {
@@ -267,7 +267,7 @@ func TestNewClientPassesArrivalTime(t *testing.T) {
 	}
 	t.Cleanup(c.CloseIdleConnections)
 	for range 2 {
-		if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+		if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -299,7 +299,7 @@ func TestProxyURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Query(context.Background(), "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatalf("Query: %v", err)
 	}
 	mu.Lock()

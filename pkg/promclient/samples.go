@@ -5,7 +5,7 @@ import "github.com/prometheus/common/model"
 // Samples is an instant vector in a compact form: the labels of each sample
 // are a short slice of name-value pairs, not a map, so decoding an answer of
 // many samples allocates a few slabs rather than a map per sample. It holds
-// what Querier's model.Vector holds (Vector converts it). The label values
+// what client_golang's model.Vector holds (Vector converts it). The label values
 // of an answer are copied into shared chunks of a few KiB: a value kept for
 // long keeps its chunk alive (strings.Clone it to keep it alone).
 type Samples []Sample
@@ -54,7 +54,7 @@ func (ls Labels) Metric() model.Metric {
 	return m
 }
 
-// Vector returns the samples as a model.Vector: what Querier.Query gives
+// Vector returns the samples as a model.Vector: what client_golang gives
 // for the answer the samples were decoded from (nil for nil samples).
 func (s Samples) Vector() model.Vector {
 	if s == nil {

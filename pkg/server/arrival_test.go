@@ -40,7 +40,7 @@ func (p *arrivalProvider) GetMetricByName(ctx context.Context, name types.Namesp
 		p.arrived = append(p.arrived, t)
 	}
 	for range 2 {
-		if _, err := p.prom.Query(ctx, "sum(up)", time.Time{}); err != nil {
+		if _, err := p.prom.QuerySamples(ctx, "sum(up)", time.Time{}); err != nil {
 			p.errs = append(p.errs, err)
 		}
 	}

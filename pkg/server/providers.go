@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -328,10 +327,7 @@ type resourceQuerier struct {
 	backends map[string]*promclient.Client
 }
 
-var (
-	_ promclient.Querier       = resourceQuerier{}
-	_ promclient.SampleQuerier = resourceQuerier{}
-)
+var _ promclient.SampleQuerier = resourceQuerier{}
 
 func (q resourceQuerier) client() (*promclient.Client, error) {
 	name := promclient.DefaultBackendName
@@ -345,15 +341,6 @@ func (q resourceQuerier) client() (*promclient.Client, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("resourceRules name backend %q, which is not defined", name)
-}
-
-// Query implements promclient.Querier.
-func (q resourceQuerier) Query(ctx context.Context, query string, ts time.Time) (model.Vector, error) {
-	c, err := q.client()
-	if err != nil {
-		return nil, err
-	}
-	return c.Query(ctx, query, ts)
 }
 
 // QuerySamples implements promclient.SampleQuerier.

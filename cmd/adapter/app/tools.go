@@ -592,13 +592,13 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	if !f.run {
 		return exitOK
 	}
-	vec, err := client.Query(ctx, res.Query.Expr, time.Time{})
+	smps, err := client.QuerySamples(ctx, res.Query.Expr, time.Time{})
 	if err != nil {
 		t.errorf("explain: running the query: %v", err)
 		return exitFail
 	}
-	printValues(stdout, vec, res.Query)
-	if len(vec) == 0 {
+	printValues(stdout, smps.Vector(), res.Query)
+	if len(smps) == 0 {
 		t.errorf("the query returned no series: the API answers \"not found\" (or the rule's defaultValue)")
 	}
 	return exitOK
