@@ -632,18 +632,29 @@ func conflicts(api string, gr schema.GroupResource, namespaced bool, metric stri
 		return out
 	}
 	owner := map[string]int{} // namespace -> index of its winner
-	for j, c := range cs {
-		byWinner := map[int][]string{}
-		for _, ns := range c.Namespaces {
-			if i, taken := owner[ns]; taken {
-				byWinner[i] = append(byWinner[i], ns)
-				continue
-			}
-			owner[ns] = j
+	for j := range cs {
+		out = shadowedNamespaces(out, Conflict{API: api, GroupResource: gr, Metric: metric}, cs, j, owner)
+	}
+	return out
+}
+
+// shadowedNamespaces appends to out, for candidate j, one conflict (base
+// with the winner, the shadowed entry and the namespaces) per earlier
+// candidate owning some of its namespaces, in the candidates' order, and
+// records j as the owner of the others.
+func shadowedNamespaces(out []Conflict, base Conflict, cs []Candidate, j int, owner map[string]int) []Conflict {
+	byWinner := map[int][]string{}
+	for _, ns := range cs[j].Namespaces {
+		if i, taken := owner[ns]; taken {
+			byWinner[i] = append(byWinner[i], ns)
+			continue
 		}
-		for _, i := range sortedInts(byWinner) {
-			out = append(out, Conflict{API: api, GroupResource: gr, Namespaced: true, Metric: metric, Winner: cs[i].Entry, Shadowed: c.Entry, Namespaces: byWinner[i]})
-		}
+		owner[ns] = j
+	}
+	for _, i := range sortedInts(byWinner) {
+		c := base
+		c.Namespaced, c.Winner, c.Shadowed, c.Namespaces = true, cs[i].Entry, cs[j].Entry, byWinner[i]
+		out = append(out, c)
 	}
 	return out
 }
@@ -674,17 +685,7 @@ func externalConflicts(metric string, cs []Candidate) []Conflict {
 			}
 			continue
 		}
-		byWinner := map[int][]string{}
-		for _, ns := range c.Namespaces {
-			if i, taken := owner[ns]; taken {
-				byWinner[i] = append(byWinner[i], ns)
-				continue
-			}
-			owner[ns] = j
-		}
-		for _, i := range sortedInts(byWinner) {
-			out = append(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric, Namespaced: true, Winner: cs[i].Entry, Shadowed: c.Entry, Namespaces: byWinner[i]})
-		}
+		out = shadowedNamespaces(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric}, cs, j, owner)
 	}
 	return out
 }

@@ -252,7 +252,6 @@ func (c *Client) WithTimeout(d time.Duration) *Client {
 
 // QuerySamples implements SampleQuerier.
 func (c *Client) QuerySamples(ctx context.Context, query string, ts time.Time) (Samples, error) {
-	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
 	var sh share
 	if ts.IsZero() && c.arrival != nil {
 		// A query at an explicit time has one answer; only "now" needs the
@@ -262,80 +261,67 @@ func (c *Client) QuerySamples(ctx context.Context, query string, ts time.Time) (
 			sh.arrived = t
 		}
 	}
-	v, err := c.call(ctx, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (any, error) {
+	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
+	return callAs(ctx, c, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (Samples, v1.Warnings, error) {
 		if st, _ := ctx.Value(requestStateKey{}).(*requestState); st != nil {
 			st.arrived = sh.arrived
 		}
-		smps, warnings, err := c.query(ctx, query, ts)
-		logWarnings(metrics.EndpointQuery, query, warnings)
-		if err != nil {
-			return nil, err
-		}
-		return smps, nil
+		return c.query(ctx, query, ts)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(Samples), nil
 }
 
 // Series implements SeriesLister.
 func (c *Client) Series(ctx context.Context, matchers []string, start, end time.Time) ([]model.LabelSet, error) {
-	desc := strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointSeries, c.timeout, start, end, matchers...)
-	v, err := c.call(ctx, metrics.EndpointSeries, desc, key, share{}, func(ctx context.Context) (any, error) {
+	return callAs(ctx, c, metrics.EndpointSeries, strings.Join(matchers, ", "), key, share{}, func(ctx context.Context) ([]model.LabelSet, v1.Warnings, error) {
 		sets, warnings, _, err := c.api.Series(ctx, matchers, start, end)
-		logWarnings(metrics.EndpointSeries, desc, warnings)
-		return sets, err
+		return sets, warnings, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]model.LabelSet), nil
 }
 
 // LabelValues implements LabelValuesLister.
 func (c *Client) LabelValues(ctx context.Context, label string, matchers []string, start, end time.Time) ([]string, error) {
-	desc := label + " " + strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointLabelValues, c.timeout, start, end, append([]string{label}, matchers...)...)
-	v, err := c.call(ctx, metrics.EndpointLabelValues, desc, key, share{}, func(ctx context.Context) (any, error) {
+	return callAs(ctx, c, metrics.EndpointLabelValues, label+" "+strings.Join(matchers, ", "), key, share{}, func(ctx context.Context) ([]string, v1.Warnings, error) {
 		vals, warnings, _, err := c.api.LabelValues(ctx, label, matchers, start, end)
-		logWarnings(metrics.EndpointLabelValues, desc, warnings)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, len(vals))
-		for i, v := range vals {
-			out[i] = string(v)
-		}
-		return out, nil
+		return strs(vals), warnings, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]string), nil
 }
 
 // LabelNames implements LabelNamesLister.
 func (c *Client) LabelNames(ctx context.Context, matchers []string, start, end time.Time) ([]string, error) {
-	desc := strings.Join(matchers, ", ")
 	key := cacheKey(metrics.EndpointLabelNames, c.timeout, start, end, matchers...)
-	v, err := c.call(ctx, metrics.EndpointLabelNames, desc, key, share{}, func(ctx context.Context) (any, error) {
+	return callAs(ctx, c, metrics.EndpointLabelNames, strings.Join(matchers, ", "), key, share{}, func(ctx context.Context) ([]string, v1.Warnings, error) {
 		names, warnings, _, err := c.api.LabelNames(ctx, matchers, start, end)
-		logWarnings(metrics.EndpointLabelNames, desc, warnings)
+		return strs(names), warnings, err
+	})
+}
+
+// strs converts label names or values to strings.
+func strs[S ~[]E, E ~string](in S) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// callAs is c.call for a call of fn, whose warnings are logged, giving its
+// result as a T.
+func callAs[T any](ctx context.Context, c *Client, endpoint, desc, key string, sh share, fn func(context.Context) (T, v1.Warnings, error)) (T, error) {
+	v, err := c.call(ctx, endpoint, desc, key, sh, func(ctx context.Context) (any, error) {
+		out, warnings, err := fn(ctx)
+		logWarnings(endpoint, desc, warnings)
 		if err != nil {
 			return nil, err
-		}
-		out := make([]string, len(names))
-		for i, n := range names {
-			out[i] = string(n)
 		}
 		return out, nil
 	})
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return v.([]string), nil
+	return v.(T), nil
 }
 
 // call runs fn once for all concurrent callers with the same key (and, as sh

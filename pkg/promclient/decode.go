@@ -184,21 +184,32 @@ type decoder struct {
 // arenaChunk is the size of the arena's chunks.
 const arenaChunk = 8 << 10
 
-func (d *decoder) answer(a *answer, withData bool) error {
+// open reads the start of the next value, which is null or begins with
+// want ('{', '[', '"', or '0' for a number): null is consumed (null is
+// true); a value of another kind is skipped and refused as "<what> is a
+// JSON <kind>, not <expected>".
+func (d *decoder) open(want byte, what, expected string) (null bool, err error) {
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
-		return err
+		return false, err
 	}
-	switch c {
-	case 'n':
-		return s.literal("null")
-	case '{':
-	default:
-		if err := s.skip(); err != nil {
-			return err
-		}
-		return fmt.Errorf("the answer is a JSON %s, not an object", kindOf(c))
+	switch {
+	case c == 'n':
+		return true, s.literal("null")
+	case c == want, want == '0' && (c == '-' || c >= '0' && c <= '9'):
+		return false, nil
+	}
+	if err := s.skip(); err != nil {
+		return false, err
+	}
+	return false, fmt.Errorf("%s is a JSON %s, not %s", what, kindOf(c), expected)
+}
+
+func (d *decoder) answer(a *answer, withData bool) error {
+	s := &d.s
+	if null, err := d.open('{', "the answer", "an object"); err != nil || null {
+		return err
 	}
 	dataDetached := false
 	empty, err := s.objStart()
@@ -210,31 +221,30 @@ func (d *decoder) answer(a *answer, withData bool) error {
 		}
 		switch {
 		case keyIs(key, plain, "status"):
-			err = d.optString(&a.status, "status")
+			err = d.optString(&a.status, `"status"`)
 		case keyIs(key, plain, "data"):
 			switch {
 			case !withData || dataDetached:
 				err = s.skip()
 			default:
 				var null bool
-				if null, err = s.isNull(); err == nil && null {
+				if null, err = d.open('{', `"data"`, "an object"); err == nil && null {
 					// encoding/json sets the interface holding the
 					// result to nil: later "data" members are not
 					// decoded into it, the result decoded so far stays.
 					dataDetached = true
-					err = s.literal("null")
 				} else if err == nil {
 					err = d.data(a)
 				}
 			}
 		case keyIs(key, plain, "errorType"):
-			err = d.optString(&a.errorType, "errorType")
+			err = d.optString(&a.errorType, `"errorType"`)
 		case keyIs(key, plain, "error"):
-			err = d.optString(&a.errMsg, "error")
+			err = d.optString(&a.errMsg, `"error"`)
 		case keyIs(key, plain, "warnings"):
-			a.warnings, err = d.stringList("warnings")
+			a.warnings, err = d.stringList(`"warnings"`)
 		case keyIs(key, plain, "infos"):
-			_, err = d.stringList("infos")
+			_, err = d.stringList(`"infos"`)
 		default:
 			err = s.skip()
 		}
@@ -245,46 +255,25 @@ func (d *decoder) answer(a *answer, withData bool) error {
 	return err
 }
 
-// optString decodes a string member into *dst; null leaves *dst alone.
+// optString decodes a string member (what, quoted, in errors) into *dst;
+// null leaves *dst alone.
 func (d *decoder) optString(dst *string, what string) error {
-	s := &d.s
-	c, err := s.peek()
+	if null, err := d.open('"', what, "a string"); err != nil || null {
+		return err
+	}
+	raw, plain, err := d.s.str()
 	if err != nil {
 		return err
 	}
-	switch c {
-	case '"':
-		raw, plain, err := s.str()
-		if err != nil {
-			return err
-		}
-		*dst = unquote(raw, plain)
-		return nil
-	case 'n':
-		return s.literal("null")
-	}
-	if err := s.skip(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%q is a JSON %s, not a string", what, kindOf(c))
+	*dst = unquote(raw, plain)
+	return nil
 }
 
 // stringList decodes null or an array of strings (a null element is "").
 func (d *decoder) stringList(what string) ([]string, error) {
 	s := &d.s
-	c, err := s.peek()
-	if err != nil {
+	if null, err := d.open('[', what, "a list of strings"); err != nil || null {
 		return nil, err
-	}
-	switch c {
-	case 'n':
-		return nil, s.literal("null")
-	case '[':
-	default:
-		if err := s.skip(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%q is a JSON %s, not a list of strings", what, kindOf(c))
 	}
 	out := []string{}
 	empty, err := s.arrStart()
@@ -298,33 +287,23 @@ func (d *decoder) stringList(what string) ([]string, error) {
 	return out, err
 }
 
-// data decodes the "data" object of a query answer: resultType and result,
-// in either order. A result that follows resultType "vector", or comes
-// first, is decoded as a vector as it is read; otherwise (and when that
-// attempt failed, which is not an error if a later duplicate "result"
-// replaces it) the result is decoded from its recorded position once the
-// whole object has been read and the type is known.
+// data decodes the "data" object of a query answer (d.open has read that it
+// is one): resultType and result, in either order. A result that follows
+// resultType "vector", or comes first, is decoded as a vector as it is
+// read; otherwise (and when that attempt failed, which is not an error if a
+// later duplicate "result" replaces it) the result is decoded from its
+// recorded position once the whole object has been read and the type is
+// known.
 func (d *decoder) data(a *answer) error {
 	s := &d.s
-	c, err := s.peek()
-	if err != nil {
-		return err
-	}
-	if c != '{' {
-		if err := s.skip(); err != nil {
-			return err
-		}
-		return fmt.Errorf(`"data" is a JSON %s, not an object`, kindOf(c))
-	}
 	var (
-		typ            model.ValueType // ValNone until read
-		resStart       = -1
-		resEnd         int
-		vec            vecResult
-		vecStart       = -1 // where vec was decoded from
-		empty, errNext = s.objStart()
+		typ        model.ValueType // ValNone until read
+		resStart   = -1
+		resEnd     int
+		vec        vecResult
+		vecStart   = -1 // where vec was decoded from
+		empty, err = s.objStart()
 	)
-	err = errNext
 	for more := !empty; more && err == nil; more, err = s.objNext() {
 		var key []byte
 		var plain bool
@@ -410,29 +389,11 @@ func (d *decoder) at(start, end int, fn func() (vecResult, error)) (vecResult, e
 	return v, err
 }
 
+// valueType decodes "resultType"; null is no type, an error.
 func (d *decoder) valueType() (model.ValueType, error) {
-	s := &d.s
-	c, err := s.peek()
-	if err != nil {
-		return model.ValNone, err
-	}
 	var name string
-	switch c {
-	case '"':
-		raw, plain, err := s.str()
-		if err != nil {
-			return model.ValNone, err
-		}
-		name = unquote(raw, plain)
-	case 'n':
-		if err := s.literal("null"); err != nil {
-			return model.ValNone, err
-		}
-	default:
-		if err := s.skip(); err != nil {
-			return model.ValNone, err
-		}
-		return model.ValNone, fmt.Errorf(`"resultType" is a JSON %s, not a string`, kindOf(c))
+	if err := d.optString(&name, `"resultType"`); err != nil {
+		return model.ValNone, err
 	}
 	switch name {
 	case "<ValNone>":
@@ -452,33 +413,19 @@ func (d *decoder) valueType() (model.ValueType, error) {
 // vector decodes null (a nil vector) or an array of samples.
 func (d *decoder) vector() (vecResult, error) {
 	s := &d.s
-	c, err := s.peek()
-	if err != nil {
+	if null, err := d.open('[', "the vector", "an array"); err != nil || null {
 		return vecResult{}, err
-	}
-	switch c {
-	case 'n':
-		return vecResult{}, s.literal("null")
-	case '[':
-	default:
-		if err := s.skip(); err != nil {
-			return vecResult{}, err
-		}
-		return vecResult{}, fmt.Errorf("the vector is a JSON %s, not an array", kindOf(c))
 	}
 	r := vecResult{samples: Samples{}}
 	empty, err := s.arrStart()
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
 		var null bool
-		if null, err = s.isNull(); err != nil {
+		if null, err = d.open('{', "a sample", "an object"); err != nil {
 			return vecResult{}, err
 		}
 		if null {
 			// Refused by decodeQuery if it is in the final result.
 			r.hasNull = true
-			if err = s.literal("null"); err != nil {
-				return vecResult{}, err
-			}
 			continue
 		}
 		start := s.i
@@ -505,11 +452,10 @@ func (d *decoder) vector() (vecResult, error) {
 const minSampleLen = 29
 
 // sizeFor sizes the samples and the next slab of labels for the rest of
-// the body, guessing from the length of
-// the first sample (just decoded, its labels in d.labels) that the others
-// are about as long and have as many labels (answers are usually regular),
-// so that neither grows by copying. The guess is bounded by what the body
-// can hold.
+// the body, guessing from the length of the first sample (just decoded, its
+// labels in d.labels) that the others are about as long and have as many
+// labels (answers are usually regular), so that neither grows by copying.
+// The guess is bounded by what the body can hold.
 func (d *decoder) sizeFor(r *vecResult, firstLen int) {
 	rest := len(d.s.b) - d.s.i
 	n := rest/max(firstLen, minSampleLen) + 1
@@ -543,21 +489,11 @@ func (d *decoder) keepLabels(hasMetric bool) Labels {
 	return ls
 }
 
-// sample decodes one element of a vector into smp, which is zero, except
-// for its labels, left in d.labels; hasMetric reports that the sample had a
+// sample decodes one element of a vector (an object: d.open has read
+// that) into smp, which is zero, except for its labels, left in d.labels; hasMetric reports that the sample had a
 // "metric" object (the last "metric" member was not null).
 func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 	s := &d.s
-	c, err := s.peek()
-	if err != nil {
-		return false, err
-	}
-	if c != '{' {
-		if err := s.skip(); err != nil {
-			return false, err
-		}
-		return false, fmt.Errorf("a sample is a JSON %s, not an object", kindOf(c))
-	}
 	d.labels = d.labels[:0]
 	var hist *model.SampleHistogramPair
 	valued := false
@@ -571,16 +507,12 @@ func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 		switch {
 		case keyIs(key, plain, "metric"):
 			var null bool
-			if null, err = s.isNull(); err != nil {
-				return false, err
-			}
-			if null {
-				hasMetric = false
-				d.labels = d.labels[:0]
-				err = s.literal("null")
-			} else {
-				hasMetric = true
-				err = d.metric()
+			if null, err = d.open('{', `"metric"`, "an object"); err == nil {
+				if hasMetric = !null; null {
+					d.labels = d.labels[:0]
+				} else {
+					err = d.metric()
+				}
 			}
 		case keyIs(key, plain, "value"):
 			var v bool
@@ -614,19 +546,10 @@ func (d *decoder) sample(smp *model.Sample) (hasMetric bool, err error) {
 	return hasMetric, nil
 }
 
-// metric decodes a label set object, appending to d.labels.
+// metric decodes a label set object (d.open has read that it is one),
+// appending to d.labels.
 func (d *decoder) metric() error {
 	s := &d.s
-	c, err := s.peek()
-	if err != nil {
-		return err
-	}
-	if c != '{' {
-		if err := s.skip(); err != nil {
-			return err
-		}
-		return fmt.Errorf(`"metric" is a JSON %s, not an object`, kindOf(c))
-	}
 	empty, err := s.objStart()
 	for more := !empty; more && err == nil; more, err = s.objNext() {
 		var raw []byte
@@ -643,6 +566,7 @@ func (d *decoder) metric() error {
 			name = d.labelName(raw, plain)
 		}
 		var value string
+		var c byte
 		if c, err = s.peek(); err != nil {
 			return err
 		}
@@ -711,94 +635,69 @@ func (d *decoder) labelName(raw []byte, plain bool) string {
 // null value as 0; a sample without its value is refused here instead
 // (decodeQuery), so that a broken answer is never served as the value 0.
 func (d *decoder) samplePair(smp *model.Sample) (valued bool, err error) {
-	s := &d.s
-	c, err := s.peek()
-	if err != nil {
+	if null, err := d.open('[', `"value"`, "an array"); err != nil || null {
 		return false, err
 	}
-	switch c {
-	case 'n':
-		return false, s.literal("null")
-	case '[':
-	default:
-		if err := s.skip(); err != nil {
-			return false, err
-		}
-		return false, fmt.Errorf(`"value" is a JSON %s, not an array`, kindOf(c))
-	}
+	err = d.pair(&smp.Timestamp, func() (err error) {
+		valued, err = d.sampleValue(&smp.Value)
+		return err
+	})
+	return valued, err
+}
+
+// pair decodes the rest of an array [timestamp, second, ...] (d.open has
+// read its start): the timestamp into *t, the second element with second,
+// the others skipped.
+func (d *decoder) pair(t *model.Time, second func() error) error {
+	s := &d.s
 	empty, err := s.arrStart()
 	n := 0
 	for more := !empty; more && err == nil; more, err = s.arrNext() {
 		switch n {
 		case 0:
-			err = d.timestamp(&smp.Timestamp)
+			err = d.timestamp(t)
 		case 1:
-			var null bool
-			if null, err = s.isNull(); err == nil {
-				valued = !null
-				err = d.sampleValue(&smp.Value)
-			}
+			err = second()
 		default:
 			err = s.skip()
 		}
 		if err != nil {
-			return false, err
+			return err
 		}
 		n++
 	}
-	return valued, err
+	return err
 }
 
 // timestamp decodes a timestamp element: null (left alone) or a number.
 func (d *decoder) timestamp(t *model.Time) error {
-	s := &d.s
-	c, err := s.peek()
+	if null, err := d.open('0', "a timestamp", "a number"); err != nil || null {
+		return err
+	}
+	raw, err := d.s.num()
 	if err != nil {
 		return err
 	}
-	switch {
-	case c == 'n':
-		return s.literal("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		raw, err := s.num()
-		if err != nil {
-			return err
-		}
-		return parseTime(raw, t)
-	}
-	if err := s.skip(); err != nil {
-		return err
-	}
-	return fmt.Errorf("a timestamp is a JSON %s, not a number", kindOf(c))
+	return parseTime(raw, t)
 }
 
 // sampleValue decodes a value element: null (left alone) or a string whose
-// raw text (escapes are not interpreted) strconv.ParseFloat accepts.
-func (d *decoder) sampleValue(v *model.SampleValue) error {
-	s := &d.s
-	c, err := s.peek()
+// raw text (escapes are not interpreted) strconv.ParseFloat accepts;
+// valued reports that it was not null.
+func (d *decoder) sampleValue(v *model.SampleValue) (valued bool, err error) {
+	if null, err := d.open('"', "sample value", "a quoted string"); err != nil || null {
+		return false, err
+	}
+	raw, _, err := d.s.str()
 	if err != nil {
-		return err
+		return false, err
 	}
-	switch c {
-	case 'n':
-		return s.literal("null")
-	case '"':
-		raw, _, err := s.str()
-		if err != nil {
-			return err
-		}
-		f, err := parseSampleValue(raw)
-		if err != nil {
-			return fmt.Errorf("sample value: %w", err)
-		}
-		*v = model.SampleValue(f)
-		return nil
+	f, err := parseSampleValue(raw)
+	if err != nil {
+		return false, fmt.Errorf("sample value: %w", err)
 	}
-	if err := s.skip(); err != nil {
-		return err
-	}
-	return fmt.Errorf("sample value is a JSON %s, not a quoted string", kindOf(c))
+	*v = model.SampleValue(f)
+	return true, nil
 }
 
 // parseSampleValue is strconv.ParseFloat(string(raw), 64), faster for the
@@ -848,42 +747,13 @@ var pow10 = [16]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e
 // sample's value, the string is unescaped before parsing; a missing or null
 // value is an error (model.Scalar's decoding).
 func (d *decoder) scalar(sc *model.Scalar) error {
-	s := &d.s
-	c, err := s.peek()
+	var text string
+	null, err := d.open('[', "the scalar", "an array")
+	if err == nil && !null {
+		err = d.pair(&sc.Timestamp, func() error { return d.optString(&text, `"scalar value"`) })
+	}
 	if err != nil {
 		return err
-	}
-	var text string
-	switch c {
-	case 'n':
-		if err := s.literal("null"); err != nil {
-			return err
-		}
-	case '[':
-		empty, err := s.arrStart()
-		n := 0
-		for more := !empty; more && err == nil; more, err = s.arrNext() {
-			switch n {
-			case 0:
-				err = d.timestamp(&sc.Timestamp)
-			case 1:
-				err = d.optString(&text, "scalar value")
-			default:
-				err = s.skip()
-			}
-			if err != nil {
-				return err
-			}
-			n++
-		}
-		if err != nil {
-			return err
-		}
-	default:
-		if err := s.skip(); err != nil {
-			return err
-		}
-		return fmt.Errorf("the scalar is a JSON %s, not an array", kindOf(c))
 	}
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil {

@@ -53,12 +53,6 @@ func (s *scanner) peek() (byte, error) {
 	return 0, s.errUnexpected("looking for the beginning of a value")
 }
 
-// isNull reports whether the next value starts like null.
-func (s *scanner) isNull() (bool, error) {
-	c, err := s.peek()
-	return c == 'n', err
-}
-
 // literal consumes the literal word (true, false or null) at the cursor.
 func (s *scanner) literal(word string) error {
 	for k := 0; k < len(word); k++ {
