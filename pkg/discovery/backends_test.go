@@ -16,6 +16,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // Two rules with the same seriesQuery on two backends: each backend is
@@ -166,7 +167,7 @@ func newBackendsDiscoverer(t *testing.T, strategy discovery.Strategy, m *metrics
 	d, err := discovery.New(discovery.Options{
 		Prometheus: newClient(t, "default", def, m),
 		Backends:   backends,
-		Rules:      compile(t, backendsConfig),
+		Rules:      ruletest.Compile(t, backendsConfig),
 		Interval:   time.Minute,
 		Strategy:   strategy,
 		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},

@@ -19,6 +19,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // benchSeries returns series for the seed rule: per pod, perPod series
@@ -47,7 +48,7 @@ func benchSeries(pods, perPod int) []model.LabelSet {
 // combinations (pods here), the series strategy's with every series and
 // label.
 func BenchmarkDiscovery(b *testing.B) {
-	rules := compile(b, testConfig)
+	rules := ruletest.Compile(b, testConfig)
 	for _, size := range []struct{ pods, perPod int }{{1000, 10}, {5000, 20}} {
 		benchStrategies(b, rules, benchSeries(size.pods, size.perPod), 2)
 	}
@@ -108,7 +109,7 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // series under one template rule, so each name needs its label names and
 // the namespaces of each resource label.
 func BenchmarkDiscoveryManyNames(b *testing.B) {
-	rules := compile(b, `
+	rules := ruletest.Compile(b, `
 rules:
 - seriesQuery: '{__name__=~"app_.*",namespace!="",pod!=""}'
   resources:

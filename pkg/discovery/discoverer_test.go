@@ -20,11 +20,10 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 const testConfig = `
@@ -67,19 +66,6 @@ externalRules:
     namespaced: false
   metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>})'
 `
-
-func compile(t testing.TB, yml string) *naming.RuleSet {
-	t.Helper()
-	cfg, err := config.Parse([]byte(yml), "test.yaml")
-	if err != nil {
-		t.Fatalf("parsing config: %v", err)
-	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
-	if err != nil {
-		t.Fatalf("compiling config: %v", err)
-	}
-	return rs
-}
 
 func ls(kv ...string) model.LabelSet {
 	out := model.LabelSet{}
@@ -133,7 +119,7 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	d, err := discovery.New(discovery.Options{
 		Prometheus: client,
-		Rules:      compile(t, yml),
+		Rules:      ruletest.Compile(t, yml),
 		Interval:   time.Minute,
 		MaxAge:     5 * time.Minute,
 		Strategy:   strategy,
@@ -207,7 +193,7 @@ func TestStrategiesGiveTheSameIndex(t *testing.T) {
 		t.Errorf("index (-series +grouped):\n%s", diff)
 	}
 	// The offline path (saved series + MatchSeries) agrees too.
-	in, err := discovery.MatchSeries(compile(t, testConfig), series)
+	in, err := discovery.MatchSeries(ruletest.Compile(t, testConfig), series)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +476,7 @@ func TestRunLoop(t *testing.T) {
 
 	// A new rule set relists without waiting for the ticker.
 	before := passes()
-	s.disc.SetRules(compile(t, `
+	s.disc.SetRules(ruletest.Compile(t, `
 rules:
 - seriesQuery: 'node_load1'
   resources:

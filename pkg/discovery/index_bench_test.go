@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // benchSeries returns rows for the seed rule: pods pods spread over
@@ -21,7 +22,7 @@ func benchSeries(pods, namespaces int) []naming.Series {
 }
 
 func BenchmarkBuildIndex(b *testing.B) {
-	rs := compile(b, seedConfig)
+	rs := ruletest.Compile(b, seedConfig)
 	for _, n := range []int{1_000, 100_000} {
 		in := []RuleSeries{{Rule: rs.CustomRules()[0], Series: benchSeries(n, 100)}}
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
@@ -34,7 +35,7 @@ func BenchmarkBuildIndex(b *testing.B) {
 }
 
 func BenchmarkIndexCustom(b *testing.B) {
-	rs := compile(b, seedConfig)
+	rs := ruletest.Compile(b, seedConfig)
 	x := BuildIndex([]RuleSeries{{Rule: rs.CustomRules()[0], Series: benchSeries(10_000, 1_000)}}, IndexOptions{})
 	b.ReportAllocs()
 	for b.Loop() {

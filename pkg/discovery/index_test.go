@@ -10,23 +10,9 @@ import (
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
-
-// compile parses and compiles a YAML configuration with the built-in mapper.
-func compile(t testing.TB, yml string) *naming.RuleSet {
-	t.Helper()
-	cfg, err := config.Parse([]byte(yml), "test.yaml")
-	if err != nil {
-		t.Fatalf("parsing config: %v", err)
-	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
-	if err != nil {
-		t.Fatalf("compiling config: %v", err)
-	}
-	return rs
-}
 
 // ser builds a series from a name and label pairs.
 func ser(name string, kv ...string) naming.Series {
@@ -112,8 +98,8 @@ func describe(e Entry, ok bool) string {
 
 func TestBuildIndex(t *testing.T) {
 	t.Parallel()
-	seed := compile(t, seedConfig)
-	two := compile(t, twoRulesConfig)
+	seed := ruletest.Compile(t, seedConfig)
+	two := ruletest.Compile(t, twoRulesConfig)
 	tests := []struct {
 		name          string
 		rules         *naming.RuleSet
@@ -274,7 +260,7 @@ func TestBuildIndex(t *testing.T) {
 
 func TestConflictCountAndRuleMetrics(t *testing.T) {
 	t.Parallel()
-	rs := compile(t, twoRulesConfig)
+	rs := ruletest.Compile(t, twoRulesConfig)
 	r := rs.CustomRules()
 	x := BuildIndex([]RuleSeries{
 		{Rule: r[0], Series: []naming.Series{ser("http_requests_total", "namespace", "a", "pod", "p")}},
@@ -339,7 +325,7 @@ func TestScopers(t *testing.T) {
 // TestExternalUnscoped: a namespaced external rule whose series carry no
 // namespace serves nothing; the index keeps it apart so a 404 can say why.
 func TestExternalUnscoped(t *testing.T) {
-	rs := compile(t, `
+	rs := ruletest.Compile(t, `
 externalRules:
 - seriesQuery: '{__name__="broker_backlog"}'
   metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'

@@ -19,6 +19,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // diffConfig exercises what the labels strategy must reproduce: overrides,
@@ -144,7 +145,7 @@ func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := compile(t, diffConfig)
+	rules := ruletest.Compile(t, diffConfig)
 	run := func(st discovery.Strategy) []string {
 		t.Helper()
 		d, err := discovery.New(discovery.Options{
@@ -297,7 +298,7 @@ func TestLabelsStrategyReloadKeepsLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := dump(s.disc.Index())
-	s.disc.SetRules(compile(t, testConfig))
+	s.disc.SetRules(ruletest.Compile(t, testConfig))
 	s.fake.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusServiceUnavailable})
 	if err := s.disc.RunOnce(ctx); err == nil {
 		t.Fatal("RunOnce succeeded against a failing Prometheus")

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 func TestParseSelector(t *testing.T) {
@@ -119,7 +120,7 @@ func TestSelectorMatches(t *testing.T) {
 
 func TestMatchSeries(t *testing.T) {
 	t.Parallel()
-	rs := compile(t, twoRulesConfig)
+	rs := ruletest.Compile(t, twoRulesConfig)
 	series := []model.LabelSet{
 		{"__name__": "http_requests_total", "namespace": "a", "pod": "p"},
 		{"__name__": "http_requests_total", "namespace": "a"},

@@ -5,6 +5,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/tenancy"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // A team rule (confined to namespace a) serves its metric in namespace a
@@ -22,12 +23,12 @@ externalRules:
 - seriesQuery: '{__name__=~"^.*_total$"}'
   resources: {template: <<.Resource>>, namespaced: false}
 `
-	cluster := compile(t, rules)
+	cluster := ruletest.Compile(t, rules)
 	e, err := tenancy.New(tenancy.DefaultLabel, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	team, err := compile(t, rules).ConfineTo(e)
+	team, err := ruletest.Compile(t, rules).ConfineTo(e)
 	if err != nil {
 		t.Fatal(err)
 	}

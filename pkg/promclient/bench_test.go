@@ -28,16 +28,23 @@ func benchServer(b *testing.B) *httptest.Server {
 	return srv
 }
 
+// benchClient is a client of the Prometheus at url, for benchmarks.
+func benchClient(b *testing.B, url string) *Client {
+	b.Helper()
+	c, err := New(Config{Address: url, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
 const benchQuery = `sum(rate(http_requests_total{namespace="default",pod=~"a|b"}[2m])) by (pod)`
 
 // BenchmarkQuery is one query at a time: the client's own cost (request
 // building, GET rewrite, decoding, metrics) on top of a loopback round trip.
 func BenchmarkQuery(b *testing.B) {
-	srv := benchServer(b)
-	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b, benchServer(b).URL)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -50,11 +57,7 @@ func BenchmarkQuery(b *testing.B) {
 // BenchmarkQueryParallel is many goroutines asking the same query: with
 // coalescing most calls join a request in flight.
 func BenchmarkQueryParallel(b *testing.B) {
-	srv := benchServer(b)
-	c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b, benchServer(b).URL)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(16)
@@ -112,11 +115,7 @@ func BenchmarkQueryPath(b *testing.B) {
 			w.Write(body)
 		}))
 		b.Cleanup(srv.Close)
-		c, err := New(Config{Address: srv.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.CloseIdleConnections)
+		c := benchClient(b, srv.URL)
 		paths := []struct {
 			name  string
 			query func(ctx context.Context) (int, error)

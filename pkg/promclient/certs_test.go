@@ -17,8 +17,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/promscaler/promscaler/internal/metrics"
 )
 
 // testCA signs client certificates for the mTLS test.
@@ -105,18 +103,10 @@ func TestMutualTLSAndClientCertRotation(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.issue(t, "client-1", certFile, keyFile, 2)
 
-	o := NewOptions()
-	o.URL = srv.URL
-	o.CAFile = caFile
-	o.ClientCertFile, o.ClientKeyFile = certFile, keyFile
-	if errs := o.Validate(); len(errs) != 0 {
-		t.Fatalf("Validate: %v", errs)
-	}
-	c, err := o.NewClient(metrics.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
+	c := optionsClient(t, srv.URL, nil, func(o *Options) {
+		o.CAFile = caFile
+		o.ClientCertFile, o.ClientKeyFile = certFile, keyFile
+	})
 	query := func() error {
 		_, err := c.QuerySamples(context.Background(), "up", time.Time{})
 		return err

@@ -218,82 +218,39 @@ func TestErrors(t *testing.T) {
 	const secret = "s3cr3t-token"
 	tests := []struct {
 		name        string
-		handle      func(w http.ResponseWriter, r *http.Request)
+		wantStatus  int // the answer's status, which the error carries
+		body        string
 		wantOutcome string
-		wantStatus  int
 		wantInMsg   string
 		badQuery    bool
 		unavailable bool
 	}{
-		{
-			name: "5xx with a proxy page",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusBadGateway)
-				io.WriteString(w, "<html>\n upstream connect error </html>")
-			},
-			wantOutcome: metrics.PromOutcomeServerError, wantStatus: 502, wantInMsg: "upstream connect error", unavailable: true,
-		},
-		{
-			name: "bad PromQL",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusBadRequest)
-				io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"parse error: unexpected end of input"}`)
-			},
-			wantOutcome: metrics.PromOutcomeBadQuery, wantStatus: 400, wantInMsg: "parse error", badQuery: true,
-		},
-		{
-			name: "execution error as 422",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusUnprocessableEntity)
-				io.WriteString(w, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`)
-			},
-			wantOutcome: metrics.PromOutcomeBadQuery, wantStatus: 422, wantInMsg: "many-to-many", badQuery: true,
-		},
-		{
-			name: "truncated JSON",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, vectorBody[:len(vectorBody)/2])
-			},
-			wantOutcome: metrics.PromOutcomeBadResponse, wantStatus: 200, wantInMsg: "bad_response", unavailable: true,
-		},
-		{
-			name: "matrix for an instant query",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
-			},
-			wantOutcome: metrics.PromOutcomeBadResponse, wantStatus: 200, wantInMsg: "unexpected result type matrix", unavailable: true,
-		},
-		{
-			name: "unauthorized",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusUnauthorized)
-			},
-			wantOutcome: metrics.PromOutcomeServerError, wantStatus: 401, wantInMsg: "401", unavailable: true,
-		},
-		{
-			name: "Prometheus evaluation timeout",
-			handle: func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				io.WriteString(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
-			},
-			wantOutcome: metrics.PromOutcomeTimeout, wantStatus: 503, wantInMsg: "timed out", unavailable: true,
-		},
+		{name: "5xx with a proxy page", wantStatus: http.StatusBadGateway, body: "<html>\n upstream connect error </html>",
+			wantOutcome: metrics.PromOutcomeServerError, wantInMsg: "upstream connect error", unavailable: true},
+		{name: "bad PromQL", wantStatus: http.StatusBadRequest, body: `{"status":"error","errorType":"bad_data","error":"parse error: unexpected end of input"}`,
+			wantOutcome: metrics.PromOutcomeBadQuery, wantInMsg: "parse error", badQuery: true},
+		{name: "execution error as 422", wantStatus: http.StatusUnprocessableEntity, body: `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`,
+			wantOutcome: metrics.PromOutcomeBadQuery, wantInMsg: "many-to-many", badQuery: true},
+		{name: "truncated JSON", wantStatus: http.StatusOK, body: vectorBody[:len(vectorBody)/2],
+			wantOutcome: metrics.PromOutcomeBadResponse, wantInMsg: "bad_response", unavailable: true},
+		{name: "matrix for an instant query", wantStatus: http.StatusOK, body: `{"status":"success","data":{"resultType":"matrix","result":[]}}`,
+			wantOutcome: metrics.PromOutcomeBadResponse, wantInMsg: "unexpected result type matrix", unavailable: true},
+		{name: "unauthorized", wantStatus: http.StatusUnauthorized,
+			wantOutcome: metrics.PromOutcomeServerError, wantInMsg: "401", unavailable: true},
+		{name: "Prometheus evaluation timeout", wantStatus: http.StatusServiceUnavailable, body: `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`,
+			wantOutcome: metrics.PromOutcomeTimeout, wantInMsg: "timed out", unavailable: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeProm(t, tc.handle)
-			dir := t.TempDir()
-			tokenFile := filepath.Join(dir, "token")
+			f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.wantStatus)
+				io.WriteString(w, tc.body)
+			})
+			tokenFile := filepath.Join(t.TempDir(), "token")
 			writeFile(t, tokenFile, secret)
-			o := NewOptions()
-			o.URL = f.srv.URL
-			o.TokenFile = tokenFile
 			m := metrics.New()
-			c, err := o.NewClient(m)
-			if err != nil {
-				t.Fatalf("NewClient: %v", err)
-			}
-			_, err = c.QuerySamples(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
+			c := optionsClient(t, f.srv.URL, m, func(o *Options) { o.TokenFile = tokenFile })
+			_, err := c.QuerySamples(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v (%T) is not a *promclient.Error", err, err)

@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/client-go/rest"
-
-	"github.com/promscaler/promscaler/internal/metrics"
 )
 
 // answerIn writes vectorBody in the given Content-Encoding ("" for none):
@@ -46,12 +43,6 @@ func gzipWhenAsked(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestCompression(t *testing.T) {
-	inCluster := func(o *Options) {
-		o.AuthInCluster = true
-		o.inClusterConfig = func() (*rest.Config, error) {
-			return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
-		}
-	}
 	tests := []struct {
 		name           string
 		compression    string
@@ -78,20 +69,12 @@ func TestCompression(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, tc.handle)
-			o := NewOptions()
-			o.URL = f.srv.URL
-			o.Compression = tc.compression
-			if tc.modify != nil {
-				tc.modify(o)
-			}
-			if errs := o.Validate(); len(errs) != 0 {
-				t.Fatalf("Validate: %v", errs)
-			}
-			c, err := o.NewClient(metrics.New())
-			if err != nil {
-				t.Fatalf("NewClient: %v", err)
-			}
-			defer c.CloseIdleConnections()
+			c := optionsClient(t, f.srv.URL, nil, func(o *Options) {
+				o.Compression = tc.compression
+				if tc.modify != nil {
+					tc.modify(o)
+				}
+			})
 			got, err := c.QuerySamples(context.Background(), "up", time.Time{})
 			if got := f.requests()[0].Header.Get("Accept-Encoding"); got != tc.wantAccept {
 				t.Errorf("Accept-Encoding = %q, want %q", got, tc.wantAccept)

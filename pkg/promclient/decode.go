@@ -885,20 +885,8 @@ func unquote(raw []byte, plain bool) string {
 			case '"', '\\', '/', '\'':
 				out = append(out, e)
 				r++
-			case 'b':
-				out = append(out, '\b')
-				r++
-			case 'f':
-				out = append(out, '\f')
-				r++
-			case 'n':
-				out = append(out, '\n')
-				r++
-			case 'r':
-				out = append(out, '\r')
-				r++
-			case 't':
-				out = append(out, '\t')
+			case 'b', 'f', 'n', 'r', 't':
+				out = append(out, "\b\f\n\r\t"[strings.IndexByte("bfnrt", e)])
 				r++
 			case 'u':
 				rr := getu4(raw[r-1:])

@@ -19,6 +19,38 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 )
 
+// optionsClient builds a client from NewOptions for url, changed by modify
+// when it is not nil, after checking that they validate. A nil m is a
+// private metrics set.
+func optionsClient(t *testing.T, url string, m *metrics.Metrics, modify func(o *Options)) *Client {
+	t.Helper()
+	o := NewOptions()
+	o.URL = url
+	if modify != nil {
+		modify(o)
+	}
+	if errs := o.Validate(); len(errs) != 0 {
+		t.Fatalf("Validate: %v", errs)
+	}
+	if m == nil {
+		m = metrics.New()
+	}
+	c, err := o.NewClient(m)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// inCluster authenticates with a fake in-cluster service account token.
+func inCluster(o *Options) {
+	o.AuthInCluster = true
+	o.inClusterConfig = func() (*rest.Config, error) {
+		return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
+	}
+}
+
 func TestFlagsParseAndDefaults(t *testing.T) {
 	o := NewOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
@@ -162,29 +194,15 @@ func TestAuthHeaders(t *testing.T) {
 			want:   map[string]string{"Authorization": "Bearer explicit"},
 		},
 		{
-			name: "in-cluster service account token",
-			modify: func(o *Options) {
-				o.AuthInCluster = true
-				o.inClusterConfig = func() (*rest.Config, error) {
-					return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
-				}
-			},
-			want: map[string]string{"Authorization": "Bearer sa-token"},
+			name:   "in-cluster service account token",
+			modify: inCluster,
+			want:   map[string]string{"Authorization": "Bearer sa-token"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, nil)
-			o := NewOptions()
-			o.URL = f.srv.URL
-			tc.modify(o)
-			if errs := o.Validate(); len(errs) != 0 {
-				t.Fatalf("Validate: %v", errs)
-			}
-			c, err := o.NewClient(metrics.New())
-			if err != nil {
-				t.Fatalf("NewClient: %v", err)
-			}
+			c := optionsClient(t, f.srv.URL, nil, tc.modify)
 			if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 				t.Fatalf("Query: %v", err)
 			}
@@ -210,13 +228,7 @@ func TestTokenRotation(t *testing.T) {
 		}
 		w.Write([]byte(vectorBody))
 	})
-	o := NewOptions()
-	o.URL = f.srv.URL
-	o.TokenFile = tok
-	c, err := o.NewClient(metrics.New())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := optionsClient(t, f.srv.URL, nil, func(o *Options) { o.TokenFile = tok })
 	ctx := context.Background()
 	lastAuth := func() string {
 		reqs := f.requests()
@@ -289,16 +301,7 @@ func TestProxyURL(t *testing.T) {
 		io.WriteString(w, vectorBody)
 	}))
 	t.Cleanup(proxy.Close)
-	o := NewOptions()
-	o.URL = "http://prometheus.monitoring.svc:9090"
-	o.ProxyURL = proxy.URL
-	if errs := o.Validate(); len(errs) != 0 {
-		t.Fatalf("Validate: %v", errs)
-	}
-	c, err := o.NewClient(metrics.New())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := optionsClient(t, "http://prometheus.monitoring.svc:9090", nil, func(o *Options) { o.ProxyURL = proxy.URL })
 	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatalf("Query: %v", err)
 	}
@@ -307,6 +310,7 @@ func TestProxyURL(t *testing.T) {
 	if diff := cmp.Diff([]string{"prometheus.monitoring.svc:9090/api/v1/query"}, proxied); diff != "" {
 		t.Errorf("proxied requests (-want +got):\n%s", diff)
 	}
+	o := NewOptions()
 	o.ProxyURL = "proxy:3128"
 	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--prometheus-proxy-url") {
 		t.Errorf("Validate with a bad proxy URL = %v, want one error naming the flag", errs)

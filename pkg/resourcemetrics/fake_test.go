@@ -10,34 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/pkg/config"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // testConfig is prometheus-adapter's documented resourceRules for cAdvisor
 // series, with a 5m window.
 var testConfig = resourcetest.CAdvisorRules("5m")
 
-func compileRules(t testing.TB, yml string) *naming.RuleSet {
-	t.Helper()
-	cfg, err := config.Parse([]byte(yml), "test.yaml")
-	if err != nil {
-		t.Fatalf("parsing config: %v", err)
-	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
-	if err != nil {
-		t.Fatalf("compiling config: %v", err)
-	}
-	return rs
-}
+var compileRules = ruletest.Compile
 
 // series is one sample the fake Prometheus holds.
 type series struct {

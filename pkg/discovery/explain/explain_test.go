@@ -10,10 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 const testConfig = `
@@ -47,14 +45,7 @@ externalQueries:
 
 func input(t *testing.T, series ...model.LabelSet) Input {
 	t.Helper()
-	cfg, err := config.Parse([]byte(testConfig), "test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := ruletest.Compile(t, testConfig)
 	in, err := discovery.MatchSeries(rs, series)
 	if err != nil {
 		t.Fatal(err)
