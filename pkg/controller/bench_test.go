@@ -6,26 +6,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -36,6 +31,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/test/kubefake"
 )
 
 // benchMetrics answers resource metrics from a map keyed by
@@ -84,8 +80,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 		hpaList = &autoscalingv2.HorizontalPodAutoscalerList{}
 		podList = &v1.PodList{}
 		metrics = &benchMetrics{pods: map[string][]metricsapi.PodMetrics{}}
-		scaleMu sync.Mutex
-		scaleOf = map[string]*autoscalingv1.Scale{}
+		scales  = kubefake.NewScales()
 		keys    = make([]string, 0, total)
 	)
 	started := metav1.NewTime(start.Add(-time.Hour))
@@ -98,11 +93,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 			hpaList.Items = append(hpaList.Items, *hpa)
 			keys = append(keys, ns+"/"+name)
 			sel := "app=" + name
-			scaleOf[ns+"/"+name] = &autoscalingv1.Scale{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-				Spec:       autoscalingv1.ScaleSpec{Replicas: podsPerHPA},
-				Status:     autoscalingv1.ScaleStatus{Replicas: podsPerHPA, Selector: sel},
-			}
+			scales.Set(kubefake.DeploymentScale(ns, name, podsPerHPA, sel))
 			usage := int64(cpuRequest * targetPct / 100)
 			if i%scalingEvery == 0 {
 				usage = usage * 3 / 2
@@ -143,21 +134,6 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 		return true, a.(core.UpdateAction).GetObject(), nil
 	})
 	kube.ClearActions()
-	scales := &scalefake.FakeScaleClient{}
-	scales.AddReactor("get", "deployments", func(a core.Action) (bool, runtime.Object, error) {
-		scaleMu.Lock()
-		defer scaleMu.Unlock()
-		return true, scaleOf[a.GetNamespace()+"/"+a.(core.GetAction).GetName()].DeepCopy(), nil
-	})
-	scales.AddReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
-		sc := a.(core.UpdateAction).GetObject().(*autoscalingv1.Scale)
-		scaleMu.Lock()
-		defer scaleMu.Unlock()
-		scaleOf[sc.Namespace+"/"+sc.Name] = sc.DeepCopy()
-		return true, sc, nil
-	})
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 
 	decider, err := autoscaler.New(autoscaler.DefaultConfig(), clock.RealClock{})
 	if err != nil {
@@ -173,7 +149,7 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 		Autoscaler:  decider,
 		HPAs:        kube.AutoscalingV2(),
 		Scales:      scales,
-		Mapper:      mapper,
+		Mapper:      kubefake.Mapper(),
 		Metrics:     metrics,
 		HPAInformer: factory.Autoscaling().V2().HorizontalPodAutoscalers(),
 		PodInformer: factory.Core().V1().Pods(),
@@ -241,8 +217,9 @@ func BenchmarkSync10kHPAs(b *testing.B) {
 		b.Fatalf("%d status writes over %d syncs, want %d", got, b.N+1, total*(b.N+1))
 	}
 	scaled := 0
-	for _, sc := range scaleOf {
-		if sc.Spec.Replicas != podsPerHPA {
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		if scales.Get(ns, name).Spec.Replicas != podsPerHPA {
 			scaled++
 		}
 	}

@@ -9,22 +9,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	scalefake "k8s.io/client-go/scale/fake"
-	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
@@ -34,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/test/kubefake"
 )
 
 // now is the fake time every test starts at.
@@ -95,7 +90,7 @@ type world struct {
 type harness struct {
 	t        *testing.T
 	kube     *k8sfake.Clientset
-	scales   *scalefake.FakeScaleClient
+	scales   *kubefake.Scales
 	metrics  *metricsfake.Clientset
 	custom   *cmfake.FakeCustomMetricsClient
 	external *emfake.FakeExternalMetricsClient
@@ -104,9 +99,6 @@ type harness struct {
 	reg      *prometheus.Registry
 	c        *Controller
 	factory  informers.SharedInformerFactory
-
-	mu      sync.Mutex
-	scaleOf map[string]*autoscalingv1.Scale // name -> current /scale
 }
 
 // harnessOption changes the controller's Config; it may use the
@@ -124,12 +116,12 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 		events:   &eventLog{},
 		clock:    testingclock.NewFakeClock(now),
 		reg:      prometheus.NewRegistry(),
-		scaleOf:  map[string]*autoscalingv1.Scale{},
+		scales:   kubefake.NewScales(),
 		custom:   &cmfake.FakeCustomMetricsClient{},
 		external: &emfake.FakeExternalMetricsClient{},
 	}
 	objs := append([]runtime.Object{}, w.objects...)
-	var podMetrics []*metricsapi.PodMetrics
+	var podMetrics []metricsapi.PodMetrics
 	for _, hpa := range w.hpas {
 		objs = append(objs, hpa)
 	}
@@ -138,15 +130,11 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 		if sel == "" {
 			sel = "app=" + tg.name
 		}
-		h.scaleOf[tg.name] = &autoscalingv1.Scale{
-			ObjectMeta: metav1.ObjectMeta{Name: tg.name, Namespace: "default", ResourceVersion: "1"},
-			Spec:       autoscalingv1.ScaleSpec{Replicas: tg.replicas},
-			Status:     autoscalingv1.ScaleStatus{Replicas: tg.replicas, Selector: sel},
-		}
+		h.scales.Set(kubefake.DeploymentScale("default", tg.name, tg.replicas, sel))
 		for i, usage := range tg.cpuUsage {
 			p := readyPod(fmt.Sprintf("%s-%d", tg.name, i), tg.name, tg.cpuRequest)
 			objs = append(objs, p)
-			podMetrics = append(podMetrics, &metricsapi.PodMetrics{
+			podMetrics = append(podMetrics, metricsapi.PodMetrics{
 				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
 				Timestamp:  metav1.NewTime(now),
 				Window:     metav1.Duration{Duration: 30 * time.Second},
@@ -158,39 +146,7 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 		}
 	}
 	h.kube = k8sfake.NewClientset(objs...)
-	// The fake's tracker files PodMetrics under "podmetricses"; the client
-	// lists "pods": answer from the list, filtered by the label selector.
-	h.metrics = metricsfake.NewSimpleClientset()
-	h.metrics.PrependReactor("list", "pods", func(a core.Action) (bool, runtime.Object, error) {
-		sel := a.(core.ListAction).GetListRestrictions().Labels
-		list := &metricsapi.PodMetricsList{}
-		for _, pm := range podMetrics {
-			if pm.Namespace == a.GetNamespace() && sel.Matches(labels.Set(pm.Labels)) {
-				list.Items = append(list.Items, *pm.DeepCopy())
-			}
-		}
-		return true, list, nil
-	})
-	h.scales = &scalefake.FakeScaleClient{}
-	h.scales.AddReactor("get", "deployments", func(a core.Action) (bool, runtime.Object, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		sc, ok := h.scaleOf[a.(core.GetAction).GetName()]
-		if !ok {
-			return true, nil, fmt.Errorf("deployments.apps %q not found", a.(core.GetAction).GetName())
-		}
-		return true, sc.DeepCopy(), nil
-	})
-	h.scales.AddReactor("update", "deployments", func(a core.Action) (bool, runtime.Object, error) {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		sc := a.(core.UpdateAction).GetObject().(*autoscalingv1.Scale).DeepCopy()
-		h.scaleOf[sc.Name] = sc
-		return true, sc, nil
-	})
-
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
+	h.metrics = kubefake.PodMetrics(podMetrics)
 
 	core, err := autoscaler.New(autoscaler.DefaultConfig(), h.clock)
 	if err != nil {
@@ -206,7 +162,7 @@ func newHarness(t *testing.T, w world, opts ...harnessOption) *harness {
 		Autoscaler:  core,
 		HPAs:        h.kube.AutoscalingV2(),
 		Scales:      h.scales,
-		Mapper:      mapper,
+		Mapper:      kubefake.Mapper(),
 		Metrics:     &APIMetricsClient{Resource: h.metrics.MetricsV1beta1(), Custom: h.custom, External: h.external},
 		HPAInformer: h.factory.Autoscaling().V2().HorizontalPodAutoscalers(),
 		PodInformer: h.factory.Core().V1().Pods(),
@@ -271,9 +227,7 @@ func (h *harness) waitForCache(name string) {
 
 // replicas returns the target's /scale spec.replicas.
 func (h *harness) replicas(name string) int32 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.scaleOf[name].Spec.Replicas
+	return h.scales.Get("default", name).Spec.Replicas
 }
 
 // actions returns the verbs (with subresource) of the core clientset's

@@ -10,22 +10,15 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
 	customapi "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	metricsapi "k8s.io/metrics/pkg/apis/metrics/v1beta1"
-	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	cmfake "k8s.io/metrics/pkg/client/custom_metrics/fake"
 	emfake "k8s.io/metrics/pkg/client/external_metrics/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -34,6 +27,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
 	"github.com/promscaler/promscaler/test/golden"
+	"github.com/promscaler/promscaler/test/kubefake"
 )
 
 var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -104,17 +98,7 @@ func newExplainer(t *testing.T, w world) *Explainer {
 	objs = append(objs, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "shop", Labels: map[string]string{"app": "db"}}})
 	kube := k8sfake.NewClientset(objs...)
 
-	resourceMetrics := metricsfake.NewSimpleClientset()
-	resourceMetrics.PrependReactor("list", "pods", func(a core.Action) (bool, runtime.Object, error) {
-		sel := a.(core.ListAction).GetListRestrictions().Labels
-		list := &metricsapi.PodMetricsList{}
-		for _, pm := range podMetrics {
-			if pm.Namespace == a.GetNamespace() && sel.Matches(labels.Set(pm.Labels)) {
-				list.Items = append(list.Items, pm)
-			}
-		}
-		return true, list, nil
-	})
+	resourceMetrics := kubefake.PodMetrics(podMetrics)
 	custom := &cmfake.FakeCustomMetricsClient{}
 	custom.AddReactor("get", "pods", func(a core.Action) (bool, runtime.Object, error) {
 		g := a.(cmfake.GetForAction)
@@ -136,19 +120,10 @@ func newExplainer(t *testing.T, w world) *Explainer {
 		return true, list, nil
 	})
 
-	scales := &scalefake.FakeScaleClient{}
-	scales.AddReactor("get", "deployments", func(a core.Action) (bool, runtime.Object, error) {
-		if w.noTarget {
-			return true, nil, errors.New(`deployments.apps "web" not found`)
-		}
-		return true, &autoscalingv1.Scale{
-			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-			Spec:       autoscalingv1.ScaleSpec{Replicas: w.replicas},
-			Status:     autoscalingv1.ScaleStatus{Replicas: w.replicas, Selector: "app=web"},
-		}, nil
-	})
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
+	scales := kubefake.NewScales()
+	if !w.noTarget {
+		scales.Set(kubefake.DeploymentScale("shop", "web", w.replicas, "app=web"))
+	}
 
 	clk := clocktesting.NewFakePassiveClock(now)
 	a, err := autoscaler.New(autoscaler.DefaultConfig(), clk)
@@ -160,7 +135,7 @@ func newExplainer(t *testing.T, w world) *Explainer {
 		HPAs:       HPAsFrom(kube),
 		Pods:       PodsFrom(kube),
 		Scales:     scales,
-		Mapper:     mapper,
+		Mapper:     kubefake.Mapper(),
 		Metrics: &controller.MetricsReader{Client: &controller.APIMetricsClient{
 			Resource: resourceMetrics.MetricsV1beta1(), Custom: custom, External: &emfake.FakeExternalMetricsClient{}}},
 		Clock: clk,

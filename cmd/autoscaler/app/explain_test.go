@@ -9,19 +9,14 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	scalefake "k8s.io/client-go/scale/fake"
 	core "k8s.io/client-go/testing"
 	externalapi "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
@@ -30,6 +25,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/controller"
 	"github.com/promscaler/promscaler/pkg/hpaexplain"
+	"github.com/promscaler/promscaler/test/kubefake"
 )
 
 // fakeExplainClients serves HPA jobs/worker (External metric queue_depth,
@@ -54,20 +50,14 @@ func fakeExplainClients(queue int64) explainClients {
 				Status:     v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
 			})
 		}
-		scales := &scalefake.FakeScaleClient{}
-		scales.AddReactor("get", "deployments", func(core.Action) (bool, runtime.Object, error) {
-			return true, &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 2}, Status: autoscalingv1.ScaleStatus{Replicas: 2, Selector: "app=worker"}}, nil
-		})
 		external := &emfake.FakeExternalMetricsClient{}
 		external.AddReactor("list", "queue_depth", func(core.Action) (bool, runtime.Object, error) {
 			return true, &externalapi.ExternalMetricValueList{Items: []externalapi.ExternalMetricValue{
 				{MetricName: "queue_depth", Value: *resource.NewMilliQuantity(queue, resource.DecimalSI)}}}, nil
 		})
-		mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
-		mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 		return k8sfake.NewClientset(objs...), clients{
-			mapper: mapper,
-			scales: scales,
+			mapper: kubefake.Mapper(),
+			scales: kubefake.NewScales(kubefake.DeploymentScale("jobs", "worker", 2, "app=worker")),
 			metrics: &controller.APIMetricsClient{Resource: metricsfake.NewSimpleClientset().MetricsV1beta1(),
 				Custom: &cmfake.FakeCustomMetricsClient{}, External: external},
 		}, nil

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,22 +9,17 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	scalefake "k8s.io/client-go/scale/fake"
-	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
 	"github.com/promscaler/promscaler/pkg/controller"
+	"github.com/promscaler/promscaler/test/kubefake"
 )
 
 func testLeaderElection(identity string) *LeaderElectionConfig {
@@ -109,12 +103,6 @@ func TestRun(t *testing.T) {
 				},
 			}
 			kube := k8sfake.NewClientset(hpa)
-			scales := &scalefake.FakeScaleClient{}
-			scales.AddReactor("get", "deployments", func(core.Action) (bool, runtime.Object, error) {
-				return true, nil, errors.New(`deployments.apps "web" not found`)
-			})
-			mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{appsv1.SchemeGroupVersion})
-			mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
 			cfg := &Config{
 				Mode:       controller.ModeFull,
 				Autoscaler: autoscaler.DefaultConfig(), SyncPeriod: time.Hour, Workers: 1, RequestTimeout: time.Second,
@@ -122,7 +110,7 @@ func TestRun(t *testing.T) {
 			if leaderElect {
 				cfg.LeaderElection = testLeaderElection("test")
 			}
-			cc, err := complete(cfg, kube, clients{mapper: mapper, scales: scales, metrics: &controller.APIMetricsClient{}})
+			cc, err := complete(cfg, kube, clients{mapper: kubefake.Mapper(), scales: kubefake.NewScales(), metrics: &controller.APIMetricsClient{}})
 			if err != nil {
 				t.Fatal(err)
 			}
