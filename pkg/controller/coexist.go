@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
@@ -158,31 +157,10 @@ func previousStatus(hpa *autoscalingv2.HorizontalPodAutoscaler) scaletozero.Stat
 
 // writeStatusAnnotation patches the status annotation when it changed.
 func (c *Controller) writeStatusAnnotation(ctx context.Context, e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler, prev, st scaletozero.Status) error {
-	value, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("encoding the status annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	updated, err := c.patchAnnotation(ctx, hpa, scaletozero.AnnotationStatus, "the status annotation", st, c.tel.StatusUpdates)
+	if updated != nil {
+		c.wrote(e, updated)
+		klog.FromContext(ctx).V(2).Info("Updated the status annotation", "hpa", klog.KObj(hpa), "state", st.State, "previous", prev.State)
 	}
-	if hpa.Annotations[scaletozero.AnnotationStatus] == string(value) {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{scaletozero.AnnotationStatus: string(value)}},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding the status patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
-	}
-	wctx, cancel, err := c.writeContext(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	updated, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(wctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		c.tel.StatusUpdates.WithLabelValues(ResultError).Inc()
-		return fmt.Errorf("writing the status annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
-	}
-	c.wrote(e, updated)
-	c.tel.StatusUpdates.WithLabelValues(ResultSuccess).Inc()
-	klog.FromContext(ctx).V(2).Info("Updated the status annotation", "hpa", klog.KObj(hpa), "state", st.State, "previous", prev.State)
-	return nil
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,33 +56,47 @@ func dryRunRecord(d *autoscaler.Decision) DryRunRecord {
 	return r
 }
 
-// annotate writes the decision to the HPA's DryRunAnnotation with a JSON
-// merge patch (no resourceVersion: it cannot conflict with the built-in
-// controller's status writes on our side), only when the recorded decision
-// changed.
+// annotate writes the decision to the HPA's DryRunAnnotation, only when
+// the recorded decision changed.
 func (c *Controller) annotate(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, d *autoscaler.Decision) (*autoscalingv2.HorizontalPodAutoscaler, error) {
-	value, err := json.Marshal(dryRunRecord(d))
-	if err != nil {
-		return nil, fmt.Errorf("encoding dry-run decision of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+	updated, err := c.patchAnnotation(ctx, hpa, DryRunAnnotation, "dry-run decision annotation", dryRunRecord(d), nil)
+	if updated != nil {
+		klog.FromContext(ctx).V(2).Info("Recorded dry-run decision", "hpa", klog.KObj(hpa), "decision", updated.Annotations[DryRunAnnotation])
 	}
-	if hpa.Annotations[DryRunAnnotation] == string(value) {
+	return updated, err
+}
+
+// patchAnnotation writes value, as JSON, to the HPA's annotation key with a
+// JSON merge patch (no resourceVersion: it cannot conflict with the built-in
+// controller's status writes on our side), unless the annotation already
+// holds it; it returns the updated HPA, nil when nothing was written. The
+// write's result is counted in counter, if set.
+func (c *Controller) patchAnnotation(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, key, what string, value any, counter *prometheus.CounterVec) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	encoded, err := json.Marshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s of %s/%s: %w", what, hpa.Namespace, hpa.Name, err)
+	}
+	if hpa.Annotations[key] == string(encoded) {
 		return nil, nil
 	}
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{DryRunAnnotation: string(value)}},
+		"metadata": map[string]any{"annotations": map[string]string{key: string(encoded)}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding dry-run patch of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+		return nil, fmt.Errorf("encoding %s patch of %s/%s: %w", what, hpa.Namespace, hpa.Name, err)
 	}
-	rctx, cancel, err := c.writeContext(ctx)
+	wctx, cancel, err := c.writeContext(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	updated, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(rctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	updated, err := c.cfg.HPAs.HorizontalPodAutoscalers(hpa.Namespace).Patch(wctx, hpa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	result := ResultSuccess
 	if err != nil {
-		return nil, fmt.Errorf("writing dry-run decision annotation of %s/%s: %w", hpa.Namespace, hpa.Name, err)
+		result, updated, err = ResultError, nil, fmt.Errorf("writing %s of %s/%s: %w", what, hpa.Namespace, hpa.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Recorded dry-run decision", "hpa", klog.KObj(hpa), "decision", string(value))
-	return updated, nil
+	if counter != nil {
+		counter.WithLabelValues(result).Inc()
+	}
+	return updated, err
 }
