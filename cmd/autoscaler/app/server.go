@@ -353,7 +353,7 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 		stopped = make(chan error, 1)
 	)
 	cc.standby.Store(true)
-	lec, err := leaderElectionConfig(cc.cfg.LeaderElection, cc.lock, cc.leaderCheck, leaderelection.LeaderCallbacks{
+	lec := leaderElectionConfig(cc.cfg.LeaderElection, cc.lock, cc.leaderCheck, leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(ctx context.Context) {
 			started.Store(true)
 			cc.standby.Store(false)
@@ -372,9 +372,6 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 			klog.FromContext(ctx).Info("New leader elected", "identity", identity, "self", identity == cc.cfg.LeaderElection.Identity)
 		},
 	})
-	if err != nil {
-		return err
-	}
 	le, err := leaderelection.NewLeaderElector(lec)
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
@@ -385,10 +382,7 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 	if started.Load() {
 		runErr = <-stopped
 	}
-	if runErr != nil {
-		return runErr
-	}
-	if lost.Load() {
+	if runErr == nil && lost.Load() {
 		return fmt.Errorf("leader election lost: lease %s/%s", cc.cfg.LeaderElection.Namespace, cc.cfg.LeaderElection.Name)
 	}
 	return runErr
@@ -396,7 +390,7 @@ func (cc *Completed) runLeaderElection(ctx context.Context) error {
 
 // leaderElectionConfig builds client-go's leader election settings around
 // lock (the Lease lock behind the controller's fence).
-func leaderElectionConfig(c *LeaderElectionConfig, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) (leaderelection.LeaderElectionConfig, error) {
+func leaderElectionConfig(c *LeaderElectionConfig, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor, cb leaderelection.LeaderCallbacks) leaderelection.LeaderElectionConfig {
 	return leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   c.LeaseDuration,
@@ -406,7 +400,7 @@ func leaderElectionConfig(c *LeaderElectionConfig, lock resourcelock.Interface, 
 		WatchDog:        watchdog,
 		ReleaseOnCancel: true,
 		Name:            componentName,
-	}, nil
+	}
 }
 
 // handler serves /metrics, /healthz and /readyz.

@@ -39,13 +39,10 @@ func TestLeaderElectionLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lec, err := leaderElectionConfig(lc, lock, leaderelection.NewLeaderHealthzAdaptor(time.Second), leaderelection.LeaderCallbacks{
+	lec := leaderElectionConfig(lc, lock, leaderelection.NewLeaderHealthzAdaptor(time.Second), leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(context.Context) { close(started) },
 		OnStoppedLeading: func() {},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	le, err := leaderelection.NewLeaderElector(lec)
 	if err != nil {
 		t.Fatalf("client-go rejected the configuration: %v", err)
