@@ -221,16 +221,38 @@ func (c *Config) Complete() (*Server, error) {
 	if newProviders == nil {
 		newProviders = DefaultProviders
 	}
-	// A "now" query may take the identical query's answer that landed after
-	// its request reached the server, as stamped by the outermost handler
-	// (stampArrival).
-	promClient, err := promclient.NewForBackend(c.Prometheus, m, arrivalTime)
+	gc := c.APIServer.GenericConfig
+	// /metrics is ours (adapter registry + Kubernetes component metrics),
+	// installed below instead of the generic server's.
+	gc.EnableMetrics = false
+	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
+	exemptHealthFromInFlightLimit(gc)
+	// An API server that cannot authorize a request is a 503, not the
+	// library's 500 naming its address (authz.go).
+	recordAuthorizationFailures(gc)
+	// Filled below, once the reload watcher exists.
+	var details func() []string
+	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+		// Innermost, next to the API handler: the Prometheus wait
+		// announced in Server-Timing, and a 400 for an unparsable
+		// metricLabelSelector (selectors.go).
+		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(badMetricLabelSelector(h)), gc)
+		// details is read per request: it is set once Complete has built
+		// the watcher, before the server runs.
+		chain = withReadyzDetails(chain, func() []string { return details() })
+		return instrumentRequests(authorizationUnavailable(chain), m)
+	}
+	// Outermost: when each request reached the server, the time a "now"
+	// query's shared answer must not be older than (arrival.go; the A/B
+	// that keeps it is in docs/performance.md).
+	arrival := stampArrivals(gc)
+	promClient, err := promclient.NewForBackend(c.Prometheus, m, arrival)
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus client: %w", err)
 	}
 	backends := make(map[string]*promclient.Client, len(c.Backends))
 	for _, b := range c.Backends {
-		bc, err := promclient.NewForBackend(b, m, arrivalTime)
+		bc, err := promclient.NewForBackend(b, m, arrival)
 		if err != nil {
 			return nil, fmt.Errorf("building the client of backend %s: %w", b.Name, err)
 		}
@@ -256,34 +278,6 @@ func (c *Config) Complete() (*Server, error) {
 
 	custom := quietCustomProvider{providers.Custom}
 	external := quietExternalProvider{providers.External}
-	gc := c.APIServer.GenericConfig
-	// /metrics is ours (adapter registry + Kubernetes component metrics),
-	// installed below instead of the generic server's.
-	gc.EnableMetrics = false
-	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
-	exemptHealthFromInFlightLimit(gc)
-	// Connections remember when they last read bytes: the arrival time of
-	// their requests for coalescing (stampArrival).
-	var reads *readStamps
-	if ss := gc.SecureServing; ss != nil && ss.Listener != nil {
-		reads = newReadStamps(ss.Listener)
-		ss.Listener = reads
-	}
-	// An API server that cannot authorize a request is a 503, not the
-	// library's 500 naming its address (authz.go).
-	recordAuthorizationFailures(gc)
-	// Filled below, once the reload watcher exists.
-	var details func() []string
-	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		// Innermost, next to the API handler: the Prometheus wait
-		// announced in Server-Timing, and a 400 for an unparsable
-		// metricLabelSelector (selectors.go).
-		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(badMetricLabelSelector(h)), gc)
-		// details is read per request: it is set once Complete has built
-		// the watcher, before the server runs.
-		chain = withReadyzDetails(chain, func() []string { return details() })
-		return stampArrival(reads, instrumentRequests(authorizationUnavailable(chain), m))
-	}
 	var libCustom cmprovider.CustomMetricsProvider
 	var libExternal cmprovider.ExternalMetricsProvider
 	if c.libraryMetricsAPIs {
