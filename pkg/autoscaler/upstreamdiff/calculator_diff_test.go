@@ -217,6 +217,20 @@ func check(t *testing.T, w *world, what string, upR int32, upVal int64, upErr er
 	}
 }
 
+// current is our current value of a Value or AverageValue target in
+// milli-units (the one the status holds), 0 when the metric failed.
+func current(got autoscaler.MetricResult) int64 {
+	switch c := autoscaler.CurrentValue(got.Status); {
+	case got.Err != nil || c == nil:
+		return 0
+	case c.Value != nil:
+		return c.Value.MilliValue()
+	case c.AverageValue != nil:
+		return c.AverageValue.MilliValue()
+	}
+	return 0
+}
+
 func TestDifferential(t *testing.T) {
 	seed, _ := strconv.ParseUint(os.Getenv("SEED"), 10, 64)
 	r := rand.New(rand.NewPCG(seed, 2))
@@ -264,21 +278,13 @@ func TestDifferential(t *testing.T) {
 		upR, upUsage, _, upErr := calc.GetRawResourceReplicas(context.Background(), w.current, avg, v1.ResourceCPU, tol, ns, sel, "")
 		got = w.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: v1.ResourceCPU,
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewMilliQuantity(avg, resource.DecimalSI)}}}, perPod(w.metrics.pods))
-		var gotUsage int64
-		if got.Err == nil {
-			gotUsage = got.Status.Resource.Current.AverageValue.MilliValue()
-		}
-		check(t, w, "cpu average value", upR, upUsage, upErr, got, gotUsage)
+		check(t, w, "cpu average value", upR, upUsage, upErr, got, current(got))
 
 		// Pods metric
 		upR, upUsage, _, upErr = calc.GetMetricReplicas(w.current, avg, "qps", tol, ns, sel, labels.Everything())
 		got = w.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "qps"},
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewMilliQuantity(avg, resource.DecimalSI)}}}, perPod(w.metrics.pods))
-		gotUsage = 0
-		if got.Err == nil {
-			gotUsage = got.Status.Pods.Current.AverageValue.MilliValue()
-		}
-		check(t, w, "pods metric", upR, upUsage, upErr, got, gotUsage)
+		check(t, w, "pods metric", upR, upUsage, upErr, got, current(got))
 
 		// Object value
 		ref := autoscalingv2.CrossVersionObjectReference{Kind: "Service", Name: "s"}
@@ -289,11 +295,7 @@ func TestDifferential(t *testing.T) {
 			w2.current = cur
 			got = w2.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{DescribedObject: ref, Metric: autoscalingv2.MetricIdentifier{Name: "qps"},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewMilliQuantity(objTarget, resource.DecimalSI)}}}, autoscaler.MetricValues{Value: w.metrics.value})
-			gotUsage = 0
-			if got.Err == nil {
-				gotUsage = got.Status.Object.Current.Value.MilliValue()
-			}
-			check(t, &w2, fmt.Sprintf("object value from %d", cur), upR, upUsage, upErr, got, gotUsage)
+			check(t, &w2, fmt.Sprintf("object value from %d", cur), upR, upUsage, upErr, got, current(got))
 		}
 
 		// Object average value (status replicas > 0: upstream divides by zero otherwise)
@@ -301,31 +303,19 @@ func TestDifferential(t *testing.T) {
 			upR, upUsage, _, upErr = calc.GetObjectPerPodMetricReplicas(w.status, objTarget, "qps", tol, ns, &ref, labels.Everything())
 			got = w.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{DescribedObject: ref, Metric: autoscalingv2.MetricIdentifier{Name: "qps"},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewMilliQuantity(objTarget, resource.DecimalSI)}}}, autoscaler.MetricValues{Value: w.metrics.value})
-			gotUsage = 0
-			if got.Err == nil {
-				gotUsage = got.Status.Object.Current.AverageValue.MilliValue()
-			}
-			check(t, w, "object average value", upR, upUsage, upErr, got, gotUsage)
+			check(t, w, "object average value", upR, upUsage, upErr, got, current(got))
 		}
 
 		// External value and average value
 		upR, upUsage, _, upErr = calc.GetExternalMetricReplicas(w.current, objTarget, "q", tol, ns, nil, sel)
 		got = w.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "q"},
 			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewMilliQuantity(objTarget, resource.DecimalSI)}}}, autoscaler.MetricValues{Series: w.metrics.series})
-		gotUsage = 0
-		if got.Err == nil {
-			gotUsage = got.Status.External.Current.Value.MilliValue()
-		}
-		check(t, w, "external value", upR, upUsage, upErr, got, gotUsage)
+		check(t, w, "external value", upR, upUsage, upErr, got, current(got))
 		if w.status > 0 {
 			upR, upUsage, _, upErr = calc.GetExternalPerPodMetricReplicas(w.status, objTarget, "q", tol, ns, nil)
 			got = w.ours(t, autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "q"},
 				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewMilliQuantity(objTarget, resource.DecimalSI)}}}, autoscaler.MetricValues{Series: w.metrics.series})
-			gotUsage = 0
-			if got.Err == nil {
-				gotUsage = got.Status.External.Current.AverageValue.MilliValue()
-			}
-			check(t, w, "external average value", upR, upUsage, upErr, got, gotUsage)
+			check(t, w, "external average value", upR, upUsage, upErr, got, current(got))
 		}
 	}
 }
