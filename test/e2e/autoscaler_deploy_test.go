@@ -30,6 +30,20 @@ func TestAutoscalerManifestsDryRun(t *testing.T) {
 		"role.rbac.authorization.k8s.io/promscaler-autoscaler-leader-election",
 		"service/promscaler-autoscaler-metrics",
 	}
+	// applyDryRun applies with --dry-run=server and checks every object of
+	// want went through.
+	applyDryRun := func(t *testing.T, what string, args ...string) {
+		t.Helper()
+		out, err := env.Kubectl(ctx, append([]string{"apply", "--dry-run=server"}, args...)...)
+		if err != nil {
+			t.Fatalf("dry-run apply of %s: %v\n%s", what, err, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+	}
 
 	t.Run("component", func(t *testing.T) {
 		// A kustomization next to deploy/ using the component alone.
@@ -45,15 +59,7 @@ func TestAutoscalerManifestsDryRun(t *testing.T) {
 			"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- ../deploy/components/autoscaler\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := env.Kubectl(ctx, "apply", "--dry-run=server", "-k", k)
-		if err != nil {
-			t.Fatalf("dry-run apply of the component: %v\n%s", err, out)
-		}
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				t.Errorf("output lacks %q:\n%s", w, out)
-			}
-		}
+		applyDryRun(t, "the component", "-k", k)
 	})
 
 	t.Run("helm chart", func(t *testing.T) {
@@ -70,14 +76,6 @@ func TestAutoscalerManifestsDryRun(t *testing.T) {
 		if err := os.WriteFile(f, out, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		applied, err := env.Kubectl(ctx, "apply", "--dry-run=server", "-f", f)
-		if err != nil {
-			t.Fatalf("dry-run apply of the chart's autoscaler: %v\n%s", err, applied)
-		}
-		for _, w := range want {
-			if !strings.Contains(applied, w) {
-				t.Errorf("output lacks %q:\n%s", w, applied)
-			}
-		}
+		applyDryRun(t, "the chart's autoscaler", "-f", f)
 	})
 }
