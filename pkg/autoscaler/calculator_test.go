@@ -154,19 +154,29 @@ type resourceCase struct {
 	err         string
 }
 
+// errorCase checks err against want (a substring; "" wants no error) and
+// reports whether the case ends there.
+func errorCase(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want one containing %q", err, want)
+	}
+	return true
+}
+
 func runResourceCases(t *testing.T, cases []resourceCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := tc.f.env(tc.tolerances).resourceUtilizationReplicas(tc.f.currentReplicas, tc.target, v1.ResourceCPU, tc.f.container, tc.f.resourceSamples())
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error = %v, want one containing %q", err, tc.err)
-				}
+			if errorCase(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
 			}
 			got := [3]int64{int64(r.replicas), int64(r.utilization), r.raw()}
 			want := [3]int64{int64(tc.replicas), int64(tc.utilization), tc.raw}
@@ -288,14 +298,8 @@ type metricCase struct {
 
 func checkMetric(t *testing.T, tc metricCase, replicas int32, usage int64, err error) {
 	t.Helper()
-	if tc.err != "" {
-		if err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Fatalf("error = %v, want one containing %q", err, tc.err)
-		}
+	if errorCase(t, err, tc.err) {
 		return
-	}
-	if err != nil {
-		t.Fatalf("unexpected error: %v", err)
 	}
 	if diff := cmp.Diff([2]int64{int64(tc.replicas), tc.usage}, [2]int64{int64(replicas), usage}); diff != "" {
 		t.Errorf("[replicas usage] mismatch (-want +got):\n%s", diff)
