@@ -266,23 +266,20 @@ func (f fetchResult) rowsFor(r *naming.Rule) ([]naming.Series, int) {
 // New builds a Discoverer from opts. It does not start discovery: call Run.
 func New(opts Options) (*Discoverer, error) {
 	var errs []error
-	if opts.Prometheus == nil {
-		errs = append(errs, errors.New("discovery: no Prometheus client"))
-	}
-	if opts.Rules == nil {
-		errs = append(errs, errors.New("discovery: no rule set"))
-	}
-	if opts.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("discovery: relist interval must be positive, got %s", opts.Interval))
-	}
-	if opts.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("discovery: max age must not be negative, got %s", opts.MaxAge))
-	}
-	if opts.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("discovery: concurrency must not be negative, got %d", opts.Concurrency))
-	}
-	if !slices.Contains(Strategies, opts.Strategy) {
-		errs = append(errs, fmt.Errorf("discovery: unknown strategy %d", opts.Strategy))
+	for _, check := range []struct {
+		bad bool
+		msg string
+	}{
+		{opts.Prometheus == nil, "no Prometheus client"},
+		{opts.Rules == nil, "no rule set"},
+		{opts.Interval <= 0, fmt.Sprintf("relist interval must be positive, got %s", opts.Interval)},
+		{opts.MaxAge < 0, fmt.Sprintf("max age must not be negative, got %s", opts.MaxAge)},
+		{opts.Concurrency < 0, fmt.Sprintf("concurrency must not be negative, got %d", opts.Concurrency)},
+		{!slices.Contains(Strategies, opts.Strategy), fmt.Sprintf("unknown strategy %d", opts.Strategy)},
+	} {
+		if check.bad {
+			errs = append(errs, errors.New("discovery: "+check.msg))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -133,9 +133,44 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 	return &setup{fake: fake, disc: d, metrics: m, clock: clk}
 }
 
+// started is a setup of the labels strategy over testConfig and
+// testSeries, running until the test ends, after its first discovery.
+func started(t *testing.T) (*setup, context.Context) {
+	t.Helper()
+	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
+	ctx := s.run(t)
+	waitFor(t, "first discovery", s.disc.Ready)
+	return s, ctx
+}
+
+// runOnce runs one discovery pass and fails the test on an error.
+func (s *setup) runOnce(t *testing.T) {
+	t.Helper()
+	if err := s.disc.RunOnce(context.Background()); err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+}
+
+// reference is what the series strategy discovers from testConfig over
+// testSeries: what every strategy must find.
+func reference(t *testing.T) []string {
+	t.Helper()
+	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
+	ref.runOnce(t)
+	return dump(ref.disc.Index())
+}
+
 // passes returns the number of successful passes so far.
 func (s *setup) passes() float64 {
 	return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
+}
+
+// wantPasses fails the test unless want successful passes have run.
+func (s *setup) wantPasses(t *testing.T, want float64, when string) {
+	t.Helper()
+	if got := s.passes(); got != want {
+		t.Fatalf("%s: %v passes, want %v", when, got, want)
+	}
 }
 
 // run runs the Discoverer's loop until the test ends, with the context it
@@ -181,13 +216,8 @@ func TestStrategiesGiveTheSameIndex(t *testing.T) {
 	series := testSeries()
 	grouped := newSetup(t, testConfig, series, discovery.StrategyGrouped)
 	listed := newSetup(t, testConfig, series, discovery.StrategySeries)
-	ctx := context.Background()
-	if err := grouped.disc.RunOnce(ctx); err != nil {
-		t.Fatalf("grouped RunOnce: %v", err)
-	}
-	if err := listed.disc.RunOnce(ctx); err != nil {
-		t.Fatalf("series RunOnce: %v", err)
-	}
+	grouped.runOnce(t)
+	listed.runOnce(t)
 	g, l := dump(grouped.disc.Index()), dump(listed.disc.Index())
 	if diff := cmp.Diff(l, g); diff != "" {
 		t.Errorf("index (-series +grouped):\n%s", diff)
@@ -256,9 +286,7 @@ func TestStrategiesGiveTheSameIndex(t *testing.T) {
 func TestGroupedQueryText(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
-	if err := s.disc.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s.runOnce(t)
 	want := []string{
 		`sum by (__name__,namespace,promscaler_has_0) (label_replace(count by (__name__,namespace,pod_name) (` +
 			`last_over_time({__name__="pm_status",namespace!="",pod_name!="",state="active processes"}[5m])), "promscaler_has_0", "1", "pod_name", ".+"))`,
@@ -313,9 +341,7 @@ func TestFailureKeepsLastGoodResult(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
 			ctx := context.Background()
-			if err := s.disc.RunOnce(ctx); err != nil {
-				t.Fatal(err)
-			}
+			s.runOnce(t)
 			pods := schema.GroupResource{Resource: "pods"}
 			if _, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate"); !ok {
 				t.Fatal("fpm_active_rate not discovered")
@@ -365,9 +391,7 @@ func TestReadiness(t *testing.T) {
 		t.Errorf("Checker() = %v, want an error with the cause", err)
 	}
 	s.fake.Fail(promtest.Query, promtest.Failure{})
-	if err := s.disc.RunOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s.runOnce(t)
 	if !s.disc.Ready() || s.disc.Checker().Check(nil) != nil {
 		t.Error("not ready after Prometheus recovered")
 	}
@@ -405,20 +429,14 @@ func TestFallbacks(t *testing.T) {
 			wantQueries: 5 + 5, wantSeries: 10,
 		},
 	}
-	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
-	if err := ref.disc.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	want := dump(ref.disc.Index())
+	want := reference(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
 			tc.setup(s.fake)
 			for range 2 {
-				if err := s.disc.RunOnce(context.Background()); err != nil {
-					t.Fatal(err)
-				}
+				s.runOnce(t)
 			}
 			if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
 				t.Errorf("index (-series +fallback):\n%s", diff)
@@ -550,9 +568,7 @@ func TestRunRetriesUntilReady(t *testing.T) {
 // backoff (2 s, then 4 s); another key is not held back.
 func TestRefresh(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
-	ctx := s.run(t)
-	waitFor(t, "first discovery", s.disc.Ready)
+	s, ctx := started(t)
 	passes := s.passes
 	pods := schema.GroupResource{Resource: "pods"}
 	served := func() bool {
@@ -574,17 +590,13 @@ func TestRefresh(t *testing.T) {
 	if !served() {
 		t.Error("new metric not served after Refresh returned")
 	}
-	if got := passes(); got != before+1 {
-		t.Errorf("passes after Refresh = %v, want %v", got, before+1)
-	}
+	s.wantPasses(t, before+1, "after Refresh")
 
 	// Within the key's backoff: no pass, false at once.
 	if s.disc.Refresh(ctx, key) {
 		t.Error("Refresh within the backoff returned true")
 	}
-	if got := passes(); got != before+1 {
-		t.Errorf("Refresh within the backoff ran a pass (%v passes)", got)
-	}
+	s.wantPasses(t, before+1, "after a Refresh within the backoff")
 	// Another key is not held back by it.
 	s.clock.Step(time.Second)
 	if !s.disc.Refresh(ctx, "external other") {
@@ -603,9 +615,7 @@ func TestRefresh(t *testing.T) {
 	if !s.disc.Refresh(ctx, key) {
 		t.Error("Refresh after the 4 s backoff returned false")
 	}
-	if got, want := passes(), before+4; got != want {
-		t.Errorf("passes = %v, want %v", got, want)
-	}
+	s.wantPasses(t, before+4, "after the 4 s backoff")
 	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 4 {
 		t.Errorf("promscaler_discovery_refreshes_total = %v, want 4", got)
 	}
@@ -617,9 +627,7 @@ func TestRefresh(t *testing.T) {
 // for none.
 func TestRefreshList(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
-	ctx := s.run(t)
-	waitFor(t, "first discovery", s.disc.Ready)
+	s, ctx := started(t)
 	passes := s.passes
 	listed := func() bool {
 		return slices.ContainsFunc(s.disc.Index().CustomMetrics(), func(m cmprovider.CustomMetricInfo) bool {
@@ -632,9 +640,7 @@ func TestRefreshList(t *testing.T) {
 	// 1 s after the first pass: no pass, the listing is as it was.
 	s.clock.Step(time.Second)
 	s.disc.RefreshList(ctx)
-	if got := passes(); got != before {
-		t.Errorf("listing 1 s after a pass ran a pass (%v passes, want %v)", got, before)
-	}
+	s.wantPasses(t, before, "listing 1 s after a pass")
 	if listed() {
 		t.Fatal("new metric listed before any pass")
 	}
@@ -647,9 +653,7 @@ func TestRefreshList(t *testing.T) {
 	if !listed() {
 		t.Error("new metric not listed after RefreshList returned")
 	}
-	if got := passes(); got != before+1 {
-		t.Errorf("passes = %v, want %v", got, before+1)
-	}
+	s.wantPasses(t, before+1, "listing 5.5 s after a pass")
 	if s.disc.RefreshList(ctx) {
 		t.Error("RefreshList right after a published pass returned true")
 	}
@@ -661,9 +665,7 @@ func TestRefreshList(t *testing.T) {
 		wg.Go(func() { s.disc.RefreshList(ctx) })
 	}
 	wg.Wait()
-	if got := passes(); got != before+2 {
-		t.Errorf("passes after 20 listings at once = %v, want %v", got, before+2)
-	}
+	s.wantPasses(t, before+2, "after 20 listings at once")
 	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 2 {
 		t.Errorf("promscaler_discovery_refreshes_total = %v, want 2", got)
 	}
@@ -675,9 +677,7 @@ func TestRefreshList(t *testing.T) {
 // costs seven passes a minute, not sixty.
 func TestRefreshBudget(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
-	ctx := s.run(t)
-	waitFor(t, "first discovery", s.disc.Ready)
+	s, ctx := started(t)
 	waitFor(t, "ticker registered", s.clock.HasWaiters)
 	idle := s.clock.Waiters() // the relist ticker
 	before := s.passes()
@@ -687,9 +687,7 @@ func TestRefreshBudget(t *testing.T) {
 			t.Fatalf("Refresh %d returned false", i)
 		}
 	}
-	if got := s.passes(); got != before+6 {
-		t.Fatalf("passes after six refreshes = %v, want %v", got, before+6)
-	}
+	s.wantPasses(t, before+6, "after six refreshes")
 
 	// The seventh, 1 s later: the loop waits for the oldest to be an
 	// interval old (54 s) or the relist.
@@ -697,20 +695,14 @@ func TestRefreshBudget(t *testing.T) {
 	done := make(chan bool, 1)
 	go func() { done <- s.disc.Refresh(ctx, "custom pods true missing_6") }()
 	waitFor(t, "the loop waiting for the budget", func() bool { return s.clock.Waiters() > idle })
-	if got := s.passes(); got != before+6 {
-		t.Fatalf("the seventh refresh ran a pass at once (%v passes)", got)
-	}
+	s.wantPasses(t, before+6, "the seventh refresh at once")
 	// 59 s after the first pass: still waiting; at 60 s the relist comes
 	// before the budget (61 s) and serves it.
 	s.clock.Step(52 * time.Second)
-	if got := s.passes(); got != before+6 {
-		t.Fatalf("a pass ran 52 s later (%v passes)", got)
-	}
+	s.wantPasses(t, before+6, "52 s later")
 	s.clock.Step(time.Second)
 	if !<-done {
 		t.Error("the seventh Refresh returned false")
 	}
-	if got := s.passes(); got != before+7 {
-		t.Errorf("passes = %v, want %v", got, before+7)
-	}
+	s.wantPasses(t, before+7, "after the relist")
 }

@@ -195,9 +195,7 @@ func TestLabelsStrategyRequests(t *testing.T) {
 		ls("__name__", "http_requests_count", "namespace", "ns0", "pod", "x"),
 		ls("__name__", "http_x_total_bucket", "namespace", "ns0", "pod", "x"),
 	), discovery.StrategyLabels)
-	if err := s.disc.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s.runOnce(t)
 	if got := s.fake.Calls(promtest.Query) + s.fake.Calls(promtest.Series); got != 0 {
 		t.Errorf("labels strategy sent %d queries or series lists, want 0", got)
 	}
@@ -219,11 +217,7 @@ func TestLabelsStrategyRequests(t *testing.T) {
 			t.Errorf("asked about a name no rule keeps: %s", sel)
 		}
 	}
-	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
-	if err := ref.disc.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(dump(ref.disc.Index()), dump(s.disc.Index())); diff != "" {
+	if diff := cmp.Diff(reference(t), dump(s.disc.Index())); diff != "" {
 		t.Errorf("index (-series +labels):\n%s", diff)
 	}
 	// The per-rule gauge counts rows (name, namespace, resource label).
@@ -234,11 +228,7 @@ func TestLabelsStrategyRequests(t *testing.T) {
 
 func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 	t.Parallel()
-	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
-	if err := ref.disc.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	want := dump(ref.disc.Index())
+	want := reference(t)
 	tests := []struct {
 		name     string
 		endpoint string
@@ -259,9 +249,7 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 			s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
 			if tc.wantErr {
 				// A good pass first: the failing seriesQuery keeps it.
-				if err := s.disc.RunOnce(context.Background()); err != nil {
-					t.Fatal(err)
-				}
+				s.runOnce(t)
 			}
 			s.fake.Fail(tc.endpoint, tc.failure)
 			for range 2 {
@@ -294,9 +282,7 @@ func TestLabelsStrategyReloadKeepsLastGood(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
 	ctx := context.Background()
-	if err := s.disc.RunOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s.runOnce(t)
 	want := dump(s.disc.Index())
 	s.disc.SetRules(ruletest.Compile(t, testConfig))
 	s.fake.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusServiceUnavailable})
