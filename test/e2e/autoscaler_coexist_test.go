@@ -55,14 +55,7 @@ const coexistAdapterConfig = `rules:
       pod: {resource: pod}
   name: {matches: "^(.*)$", as: "${1}"}
   metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-externalRules:
-- seriesQuery: '{__name__="queue_messages",namespace!=""}'
-  resources:
-    overrides:
-      namespace: {resource: namespace}
-  name: {matches: "^(.*)$", as: "${1}"}
-  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-`
+` + queueExternalRules
 
 const coexistAuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy

@@ -56,7 +56,11 @@ const compareAdapterConfig = `rules:
       service: {resource: service}
   name: {matches: "^(.*)$", as: "${1}"}
   metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-externalRules:
+` + queueExternalRules
+
+// queueExternalRules serves the external metric queue_messages of a
+// namespace, summed over its series (the compare and coexist tests').
+const queueExternalRules = `externalRules:
 - seriesQuery: '{__name__="queue_messages",namespace!=""}'
   resources:
     overrides:
