@@ -133,104 +133,90 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &
 // appendCustomV1beta1 appends list as the API server's JSON encoder writes
 // it converted to custom.metrics.k8s.io/v1beta1, newline included.
 func appendCustomV1beta1(b []byte, list *custom_metrics.MetricValueList) []byte {
-	b = append(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta1",`...)
-	b = appendListMeta(b, &list.ListMeta)
-	if list.Items == nil {
-		return append(b, `"items":null}`+"\n"...)
-	}
-	b = append(b, `"items":[`...)
-	var times timeText
-	for i := range list.Items {
-		m := &list.Items[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"describedObject":`...)
-		b = appendObjectReference(b, &m.DescribedObject)
-		b = append(b, `,"metricName":`...)
-		b = appendString(b, m.Metric.Name)
-		b = append(b, `,"timestamp":`...)
-		b = times.append(b, m.Timestamp)
-		if m.WindowSeconds != nil {
-			b = append(b, `,"window":`...)
-			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
-		}
-		b = append(b, `,"value":`...)
-		b = appendQuantity(b, &m.Value)
-		b = append(b, `,"selector":`...)
-		b = appendLabelSelector(b, m.Metric.Selector)
-		b = append(b, '}')
-	}
-	return append(b, "]}\n"...)
+	return appendList(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta1",`, &list.ListMeta, list.Items, appendCustomV1beta1Item)
+}
+
+func appendCustomV1beta1Item(b []byte, m *custom_metrics.MetricValue, times *timeText) []byte {
+	b = append(b, `{"describedObject":`...)
+	b = appendObjectReference(b, &m.DescribedObject)
+	b = append(b, `,"metricName":`...)
+	b = appendString(b, m.Metric.Name)
+	b = append(b, `,"timestamp":`...)
+	b = times.append(b, m.Timestamp)
+	b = appendWindowValue(b, `,"window":`, m.WindowSeconds, &m.Value)
+	b = append(b, `,"selector":`...)
+	b = appendLabelSelector(b, m.Metric.Selector)
+	return append(b, '}')
 }
 
 // appendCustomV1beta2 appends list as the API server's JSON encoder writes
 // it converted to custom.metrics.k8s.io/v1beta2, newline included.
 func appendCustomV1beta2(b []byte, list *custom_metrics.MetricValueList) []byte {
-	b = append(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2",`...)
-	b = appendListMeta(b, &list.ListMeta)
-	if list.Items == nil {
-		return append(b, `"items":null}`+"\n"...)
-	}
-	b = append(b, `"items":[`...)
-	var times timeText
-	for i := range list.Items {
-		m := &list.Items[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"describedObject":`...)
-		b = appendObjectReference(b, &m.DescribedObject)
-		b = append(b, `,"metric":{"name":`...)
-		b = appendString(b, m.Metric.Name)
-		b = append(b, `,"selector":`...)
-		b = appendLabelSelector(b, m.Metric.Selector)
-		b = append(b, `},"timestamp":`...)
-		b = times.append(b, m.Timestamp)
-		if m.WindowSeconds != nil {
-			b = append(b, `,"windowSeconds":`...)
-			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
-		}
-		b = append(b, `,"value":`...)
-		b = appendQuantity(b, &m.Value)
-		b = append(b, '}')
-	}
-	return append(b, "]}\n"...)
+	return appendList(b, `{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2",`, &list.ListMeta, list.Items, appendCustomV1beta2Item)
+}
+
+func appendCustomV1beta2Item(b []byte, m *custom_metrics.MetricValue, times *timeText) []byte {
+	b = append(b, `{"describedObject":`...)
+	b = appendObjectReference(b, &m.DescribedObject)
+	b = append(b, `,"metric":{"name":`...)
+	b = appendString(b, m.Metric.Name)
+	b = append(b, `,"selector":`...)
+	b = appendLabelSelector(b, m.Metric.Selector)
+	b = append(b, `},"timestamp":`...)
+	b = times.append(b, m.Timestamp)
+	b = appendWindowValue(b, `,"windowSeconds":`, m.WindowSeconds, &m.Value)
+	return append(b, '}')
 }
 
 // appendExternalV1beta1 appends list as the API server's JSON encoder writes
 // it converted to external.metrics.k8s.io/v1beta1, newline included. The
 // conversion keeps the items' kind and apiVersion (it shares the items).
 func appendExternalV1beta1(b []byte, list *external_metrics.ExternalMetricValueList) []byte {
-	b = append(b, `{"kind":"ExternalMetricValueList","apiVersion":"external.metrics.k8s.io/v1beta1",`...)
-	b = appendListMeta(b, &list.ListMeta)
-	if list.Items == nil {
+	return appendList(b, `{"kind":"ExternalMetricValueList","apiVersion":"external.metrics.k8s.io/v1beta1",`, &list.ListMeta, list.Items, appendExternalV1beta1Item)
+}
+
+func appendExternalV1beta1Item(b []byte, m *external_metrics.ExternalMetricValue, times *timeText) []byte {
+	b = append(b, '{')
+	b = appendTypeMeta(b, &m.TypeMeta)
+	b = append(b, `"metricName":`...)
+	b = appendString(b, m.MetricName)
+	b = append(b, `,"metricLabels":`...)
+	b = appendStringMap(b, m.MetricLabels)
+	b = append(b, `,"timestamp":`...)
+	b = times.append(b, m.Timestamp)
+	b = appendWindowValue(b, `,"window":`, m.WindowSeconds, &m.Value)
+	return append(b, '}')
+}
+
+// appendList appends a list answer: head (its opening brace, kind and
+// apiVersion), its metadata, then its items, each written by item, and a
+// newline.
+func appendList[T any](b []byte, head string, meta *metav1.ListMeta, items []T, item func([]byte, *T, *timeText) []byte) []byte {
+	b = append(b, head...)
+	b = appendListMeta(b, meta)
+	if items == nil {
 		return append(b, `"items":null}`+"\n"...)
 	}
 	b = append(b, `"items":[`...)
 	var times timeText
-	for i := range list.Items {
-		m := &list.Items[i]
+	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '{')
-		b = appendTypeMeta(b, &m.TypeMeta)
-		b = append(b, `"metricName":`...)
-		b = appendString(b, m.MetricName)
-		b = append(b, `,"metricLabels":`...)
-		b = appendStringMap(b, m.MetricLabels)
-		b = append(b, `,"timestamp":`...)
-		b = times.append(b, m.Timestamp)
-		if m.WindowSeconds != nil {
-			b = append(b, `,"window":`...)
-			b = strconv.AppendInt(b, *m.WindowSeconds, 10)
-		}
-		b = append(b, `,"value":`...)
-		b = appendQuantity(b, &m.Value)
-		b = append(b, '}')
+		b = item(b, &items[i], &times)
 	}
 	return append(b, "]}\n"...)
+}
+
+// appendWindowValue appends the window member (named by window, omitted
+// when nil) and the value member.
+func appendWindowValue(b []byte, window string, seconds *int64, value *resource.Quantity) []byte {
+	if seconds != nil {
+		b = append(b, window...)
+		b = strconv.AppendInt(b, *seconds, 10)
+	}
+	b = append(b, `,"value":`...)
+	return appendQuantity(b, value)
 }
 
 // appendTypeMeta appends the kind and apiVersion members that are set, each

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/promscaler/promscaler/internal/version"
 )
@@ -153,98 +154,85 @@ type Metrics struct {
 // this registry with the Kubernetes component registry, which has them.
 func New() *Metrics {
 	reg := prometheus.NewRegistry()
+	f := factory{promauto.With(reg)}
 	m := &Metrics{
 		Registry: reg,
-		DiscoveryDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "duration_seconds",
-			Help:    "Duration of a complete discovery pass over every rule.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
-		}),
-		DiscoveryRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "runs_total",
-			Help: "Discovery passes by outcome (failure: at least one rule failed).",
-		}, []string{"outcome"}),
-		DiscoveryRefreshes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "refreshes_total",
-			Help: "Discovery passes asked for by requests naming a metric the index lacks (calls sharing one pass count once each) and by listings of every metric (once per pass).",
-		}),
-		DiscoveryLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "last_success_timestamp_seconds",
-			Help: "Unix time of the last discovery pass in which every rule succeeded.",
-		}),
-		DiscoveredSeries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "series",
-			Help: "What the last successful discovery of a rule returned: series (series and grouped strategies), or (name, namespace, resource label) rows (labels strategy, the default, which does not count series).",
-		}, []string{"api", "rule"}),
-		DiscoveredMetrics: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "metrics",
-			Help: "Distinct metrics per resource a rule contributes to the current index.",
-		}, []string{"api", "rule"}),
-		DiscoveryFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "rule_failures_total",
-			Help: "Failed discoveries of a rule; the rule keeps its last good result.",
-		}, []string{"api", "rule"}),
-		DiscoveryBackendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "backend_up",
-			Help: "1 when the last discovery pass got an answer from the backend for every seriesQuery of its rules, 0 when one failed (its rules keep their last good result).",
-		}, []string{"backend"}),
-		MetricConflicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "discovery", Name: "metric_conflicts",
-			Help: "Resource/metric pairs produced by more than one rule in the current index.",
-		}, []string{"api"}),
-		PrometheusRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "prometheus", Name: "request_duration_seconds",
-			Help:    "Duration of requests to Prometheus by backend, endpoint and outcome.",
-			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}, []string{"backend", "endpoint", "outcome"}),
-		CoalescedQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "prometheus", Name: "coalesced_requests_total",
-			Help: "Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived, by backend and endpoint.",
-		}, []string{"backend", "endpoint"}),
-		CacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "prometheus", Name: "cache_hits_total",
-			Help: "Calls answered from the short-TTL result cache, by backend and endpoint.",
-		}, []string{"backend", "endpoint"}),
-		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "api", Name: "requests_total",
-			Help: "Requests served by the API server by metrics API and HTTP code.",
-		}, []string{"api", "code"}),
-		APIRequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "api", Name: "request_duration_seconds",
-			Help:    "Duration of requests served by the API server by metrics API.",
-			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}, []string{"api"}),
-		ClientCertAuthentications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "api", Name: "client_cert_authentications_total",
-			Help: "Requests presenting a client certificate by how they were authenticated: cached (a chain verified earlier, --client-cert-verify-cache-ttl), verified (its signatures verified now), library (left to the API server library's authenticator).",
-		}, []string{"result"}),
-		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "config", Name: "reloads_total",
-			Help: "Configuration reload attempts by outcome.",
-		}, []string{"outcome"}),
-		ConfigLastReloadSuccessful: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "config", Name: "last_reload_successful",
-			Help: "1 if the last configuration reload attempt succeeded, 0 if the serving configuration is stale.",
-		}),
-		ConfigLastReloadSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "config", Name: "last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last successful configuration load.",
-		}),
+		DiscoveryDuration: f.histogram("discovery", "duration_seconds",
+			"Duration of a complete discovery pass over every rule.",
+			[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
+		DiscoveryRuns: f.counterVec("discovery", "runs_total",
+			"Discovery passes by outcome (failure: at least one rule failed).", "outcome"),
+		DiscoveryRefreshes: f.counter("discovery", "refreshes_total",
+			"Discovery passes asked for by requests naming a metric the index lacks (calls sharing one pass count once each) and by listings of every metric (once per pass)."),
+		DiscoveryLastSuccess: f.gauge("discovery", "last_success_timestamp_seconds",
+			"Unix time of the last discovery pass in which every rule succeeded."),
+		DiscoveredSeries: f.gaugeVec("discovery", "series",
+			"What the last successful discovery of a rule returned: series (series and grouped strategies), or (name, namespace, resource label) rows (labels strategy, the default, which does not count series).", "api", "rule"),
+		DiscoveredMetrics: f.gaugeVec("discovery", "metrics",
+			"Distinct metrics per resource a rule contributes to the current index.", "api", "rule"),
+		DiscoveryFailures: f.counterVec("discovery", "rule_failures_total",
+			"Failed discoveries of a rule; the rule keeps its last good result.", "api", "rule"),
+		DiscoveryBackendUp: f.gaugeVec("discovery", "backend_up",
+			"1 when the last discovery pass got an answer from the backend for every seriesQuery of its rules, 0 when one failed (its rules keep their last good result).", "backend"),
+		MetricConflicts: f.gaugeVec("discovery", "metric_conflicts",
+			"Resource/metric pairs produced by more than one rule in the current index.", "api"),
+		PrometheusRequestDuration: f.histogramVec("prometheus", "request_duration_seconds",
+			"Duration of requests to Prometheus by backend, endpoint and outcome.", requestBuckets, "backend", "endpoint", "outcome"),
+		CoalescedQueries: f.counterVec("prometheus", "coalesced_requests_total",
+			"Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived, by backend and endpoint.", "backend", "endpoint"),
+		CacheHits: f.counterVec("prometheus", "cache_hits_total",
+			"Calls answered from the short-TTL result cache, by backend and endpoint.", "backend", "endpoint"),
+		APIRequests: f.counterVec("api", "requests_total",
+			"Requests served by the API server by metrics API and HTTP code.", "api", "code"),
+		APIRequestDuration: f.histogramVec("api", "request_duration_seconds",
+			"Duration of requests served by the API server by metrics API.", requestBuckets, "api"),
+		ClientCertAuthentications: f.counterVec("api", "client_cert_authentications_total",
+			"Requests presenting a client certificate by how they were authenticated: cached (a chain verified earlier, --client-cert-verify-cache-ttl), verified (its signatures verified now), library (left to the API server library's authenticator).", "result"),
+		ConfigReloads: f.counterVec("config", "reloads_total",
+			"Configuration reload attempts by outcome.", "outcome"),
+		ConfigLastReloadSuccessful: f.gauge("config", "last_reload_successful",
+			"1 if the last configuration reload attempt succeeded, 0 if the serving configuration is stale."),
+		ConfigLastReloadSuccess: f.gauge("config", "last_reload_success_timestamp_seconds",
+			"Unix time of the last successful configuration load."),
 	}
 	m.ConfigLastReloadSuccessful.Set(1)
 	for _, o := range []string{OutcomeSuccess, OutcomeFailure} {
 		m.DiscoveryRuns.WithLabelValues(o)
 		m.ConfigReloads.WithLabelValues(o)
 	}
-	reg.MustRegister(
-		m.DiscoveryDuration, m.DiscoveryRuns, m.DiscoveryRefreshes, m.DiscoveryLastSuccess,
-		m.DiscoveredSeries, m.DiscoveredMetrics, m.DiscoveryFailures, m.DiscoveryBackendUp, m.MetricConflicts,
-		m.PrometheusRequestDuration, m.CoalescedQueries, m.CacheHits,
-		m.APIRequests, m.APIRequestDuration, m.ClientCertAuthentications,
-		m.ConfigReloads, m.ConfigLastReloadSuccessful, m.ConfigLastReloadSuccess,
-		version.NewCollector(),
-	)
+	reg.MustRegister(version.NewCollector())
 	return m
+}
+
+// requestBuckets are the buckets of request durations, in seconds.
+var requestBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// factory creates collectors named promscaler_<subsystem>_<name> and
+// registers them.
+type factory struct{ promauto.Factory }
+
+func (f factory) counter(subsystem, name, help string) prometheus.Counter {
+	return f.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+func (f factory) gauge(subsystem, name, help string) prometheus.Gauge {
+	return f.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+func (f factory) histogram(subsystem, name, help string, buckets []float64) prometheus.Histogram {
+	return f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets})
+}
+
+func (f factory) counterVec(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	return f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+}
+
+func (f factory) gaugeVec(subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
+	return f.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+}
+
+func (f factory) histogramVec(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return f.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // ForBackend returns a copy of m whose Prometheus client metrics
