@@ -83,25 +83,12 @@ func writeFile(path string, data []byte) error {
 
 // newCA creates a self-signed CA and writes <dir>/<name>.crt.
 func newCA(dir, name string) (*CA, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
+	key, der, err := newCert(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("creating CA %s: %w", name, err)
 	}
@@ -117,6 +104,27 @@ func newCA(dir, name string) (*CA, error) {
 	return ca, nil
 }
 
+// newCert generates a key and a certificate for it from tmpl (its serial
+// number and validity set here), signed by ca or, when ca is nil, by the
+// key itself.
+func newCert(tmpl *x509.Certificate, ca *CA) (*ecdsa.PrivateKey, []byte, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tmpl.SerialNumber, err = serial(); err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(certValidity)
+	parent, signer := tmpl, crypto.Signer(key)
+	if ca != nil {
+		parent, signer = ca.Cert, ca.Key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
+	return key, der, err
+}
+
 // certRequest describes a leaf certificate.
 type certRequest struct {
 	CommonName   string
@@ -129,23 +137,11 @@ type certRequest struct {
 
 // Issue signs a leaf certificate and writes <dir>/<file>.crt and .key.
 func (ca *CA) Issue(dir, file string, req certRequest) (*KeyPair, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: req.CommonName, Organization: req.Organization},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		DNSNames:     req.DNSNames,
-		IPAddresses:  req.IPs,
+		Subject:     pkix.Name{CommonName: req.CommonName, Organization: req.Organization},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		DNSNames:    req.DNSNames,
+		IPAddresses: req.IPs,
 	}
 	if req.Server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -153,7 +149,7 @@ func (ca *CA) Issue(dir, file string, req certRequest) (*KeyPair, error) {
 	if req.Client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	key, der, err := newCert(tmpl, ca)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate %s: %w", file, err)
 	}

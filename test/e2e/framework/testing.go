@@ -88,38 +88,36 @@ func New(t testing.TB, cfg Config) *Env {
 // other error.
 func (e *Env) MustStartAdapter(t testing.TB, cfg AdapterConfig) *Adapter {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	a, err := e.StartAdapter(ctx, cfg)
-	if errors.Is(err, ErrNotImplemented) {
-		t.Skip("adapter serve not implemented (the adapter binary says so)")
-	}
-	if err != nil {
-		t.Fatalf("starting the adapter: %v", err)
-	}
-	return a
+	return mustStart(t, "the adapter", func(ctx context.Context) (*Adapter, error) {
+		a, err := e.StartAdapter(ctx, cfg)
+		if errors.Is(err, ErrNotImplemented) {
+			t.Skip("adapter serve not implemented (the adapter binary says so)")
+		}
+		return a, err
+	})
 }
 
 // MustStartPrometheus is StartPrometheus for tests.
 func (e *Env) MustStartPrometheus(t testing.TB, cfg PrometheusConfig) *Prometheus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := e.StartPrometheus(ctx, cfg)
-	if err != nil {
-		t.Fatalf("starting prometheus: %v", err)
-	}
-	return p
+	return mustStart(t, "prometheus", func(ctx context.Context) (*Prometheus, error) { return e.StartPrometheus(ctx, cfg) })
 }
 
 // MustStartControllerManager is StartControllerManager for tests.
 func (e *Env) MustStartControllerManager(t testing.TB, cfg ControllerManagerConfig) *Process {
 	t.Helper()
+	return mustStart(t, "kube-controller-manager", func(ctx context.Context) (*Process, error) { return e.StartControllerManager(ctx, cfg) })
+}
+
+// mustStart runs start with two minutes to go and fails the test when it
+// fails to start what.
+func mustStart[T any](t testing.TB, what string, start func(context.Context) (T, error)) T {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := e.StartControllerManager(ctx, cfg)
+	v, err := start(ctx)
 	if err != nil {
-		t.Fatalf("starting kube-controller-manager: %v", err)
+		t.Fatalf("starting %s: %v", what, err)
 	}
-	return p
+	return v
 }
