@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/prometheus/common/model"
 )
 
 // templateProblem is a problem found in a template (see TemplateError).
@@ -346,9 +348,6 @@ func renderQueryTemplate(name, text string, kind queryKind, window string) (stri
 	return out, nil
 }
 
-// labelNameRE is Prometheus' label name syntax.
-var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-
 // checkResourceTemplate parses and test-renders resources.template: it must
 // use .Resource (or every resource would map to one label) and render valid
 // label names.
@@ -368,7 +367,7 @@ func checkResourceTemplate(text string) *templateProblem {
 		if p != nil {
 			return p
 		}
-		if !labelNameRE.MatchString(out) {
+		if !model.LegacyValidation.IsValidLabelName(out) {
 			return &templateProblem{
 				Msg: fmt.Sprintf("template renders %q for group %q resource %q, which is not a valid Prometheus label name", out, d.Group, d.Resource),
 				Col: -1,

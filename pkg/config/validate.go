@@ -322,7 +322,7 @@ func (ch *checker) mapping(path string, m *ResourceMapping, external, resourceRu
 	for _, label := range keys {
 		gr := m.Overrides[label]
 		p := KeyPath(op, label)
-		if !labelNameRE.MatchString(label) {
+		if !model.LegacyValidation.IsValidLabelName(label) {
 			ch.warnf(p, "", "%q is not a valid Prometheus label name, so no series can carry it", label)
 			ch.atKey(ch.warns[len(ch.warns)-1], p)
 		}
@@ -522,7 +522,7 @@ func (ch *checker) resourceRule(path string, r *ResourceRule, window string) {
 	if r.ContainerLabel == "" {
 		ch.warnf(KeyPath(path, "containerLabel"), `usually containerLabel: container`,
 			"containerLabel is not set, so the containers of a pod cannot be told apart")
-	} else if !labelNameRE.MatchString(r.ContainerLabel) {
+	} else if !model.LegacyValidation.IsValidLabelName(r.ContainerLabel) {
 		ch.errorf(KeyPath(path, "containerLabel"), "", "%q is not a valid Prometheus label name", r.ContainerLabel)
 	}
 }
@@ -548,7 +548,7 @@ func (ch *checker) externalQuery(path string, q *ExternalQuery) {
 		ch.queryTemplate(qp, "query", q.Query, discoveryQuery, "")
 	}
 	if q.NamespaceLabel != "" {
-		if !labelNameRE.MatchString(q.NamespaceLabel) {
+		if !model.LegacyValidation.IsValidLabelName(q.NamespaceLabel) {
 			ch.errorf(KeyPath(path, "namespaceLabel"), "", "%q is not a valid Prometheus label name", q.NamespaceLabel)
 		} else if !q.IsNamespaced() {
 			ch.warnf(KeyPath(path, "namespaceLabel"), "set namespaced: true to use it",

@@ -66,7 +66,7 @@ func FuzzRenderQuery(f *testing.F) {
 		}
 		q, err := fixedRule.QueryForSeries(CustomRequest{Series: seriesName, Resource: pods, Namespace: namespace, Names: names})
 		if err != nil {
-			if ValidMetricName(seriesName) && utf8.ValidString(namespace) && utf8.ValidString(name1) && utf8.ValidString(name2) {
+			if model.LegacyValidation.IsValidMetricName(seriesName) && utf8.ValidString(namespace) && utf8.ValidString(name1) && utf8.ValidString(name2) {
 				t.Fatalf("valid request refused: %v", err)
 			}
 			return // invalid series names and invalid UTF-8 are refused
@@ -75,7 +75,7 @@ func FuzzRenderQuery(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rendered %s does not parse: %v", q.Expr, err)
 		}
-		if series != seriesName || !ValidMetricName(series) {
+		if series != seriesName || !model.LegacyValidation.IsValidMetricName(series) {
 			t.Fatalf("series = %q, want %q", series, seriesName)
 		}
 		var want []Matcher
@@ -217,7 +217,7 @@ func FuzzResourceTemplate(f *testing.F) {
 			if _, err := mapper.ResourceFor(gr.WithVersion("")); err != nil {
 				t.Fatalf("label %q mapped to %v, unknown to the RESTMapper: %v", label, gr, err)
 			}
-			if l, err := m.LabelForResource(gr); err == nil && !ValidLabelName(l) {
+			if l, err := m.LabelForResource(gr); err == nil && !model.LegacyValidation.IsValidLabelName(l) {
 				t.Fatalf("LabelForResource(%v) = %q, not a label name", gr, l)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -110,51 +111,15 @@ func JoinMatchers(ms []Matcher) string {
 	return string(b)
 }
 
-// ValidLabelName reports whether name is a valid (classic) Prometheus label
-// name: [a-zA-Z_][a-zA-Z0-9_]*.
-func ValidLabelName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// ValidMetricName reports whether name is a classic Prometheus metric name,
-// safe to write bare into a query: [a-zA-Z_:][a-zA-Z0-9_:]*.
-func ValidMetricName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_', c == ':', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func checkSeriesName(name string) error {
-	if name != "" && !ValidMetricName(name) {
+	if name != "" && !model.LegacyValidation.IsValidMetricName(name) {
 		return fmt.Errorf("%w: series %q (must match [a-zA-Z_:][a-zA-Z0-9_:]*)", ErrInvalidMetricName, name)
 	}
 	return nil
 }
 
 func checkLabelName(name string) error {
-	if !ValidLabelName(name) {
+	if !model.LegacyValidation.IsValidLabelName(name) {
 		return fmt.Errorf("%w: %q (must match [a-zA-Z_][a-zA-Z0-9_]*)", ErrInvalidLabelName, name)
 	}
 	return nil

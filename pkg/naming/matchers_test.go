@@ -141,24 +141,21 @@ func TestAppendQuotedIsStrconvQuote(t *testing.T) {
 	}
 }
 
-func TestValidLabelName(t *testing.T) {
+func TestCheckNames(t *testing.T) {
 	for name, want := range map[string]bool{
 		"pod": true, "_x": true, "kube_pod_9": true, "A": true,
-		"": false, "9pod": false, "pod-name": false, "a.b": false, "a/b": false, "café": false,
+		"": false, "9pod": false, "pod-name": false, "a.b": false, "a/b": false, "café": false, "job:rate5m": false,
 	} {
-		if got := ValidLabelName(name); got != want {
-			t.Errorf("ValidLabelName(%q) = %v, want %v", name, got, want)
+		if got := checkLabelName(name) == nil; got != want {
+			t.Errorf("checkLabelName(%q) = %v, want valid %v", name, checkLabelName(name), want)
 		}
 	}
-}
-
-func TestValidMetricName(t *testing.T) {
 	for name, want := range map[string]bool{
-		"up": true, "http_requests_total": true, "job:rate5m": true, "_x": true, ":x": true,
-		"": false, "9up": false, "my.metric": false, "a-b": false, `x{a="b"}`: false, "é": false,
+		"up": true, "http_requests_total": true, "job:rate5m": true, "_x": true, ":x": true, "": true,
+		"9up": false, "my.metric": false, "a-b": false, `x{a="b"}`: false, "é": false,
 	} {
-		if got := ValidMetricName(name); got != want {
-			t.Errorf("ValidMetricName(%q) = %v, want %v", name, got, want)
+		if got := checkSeriesName(name) == nil; got != want {
+			t.Errorf("checkSeriesName(%q) = %v, want valid %v", name, checkSeriesName(name), want)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func compileNamer(filters []config.RegexFilter, name config.NameMapping) (*metri
 // dropReason returns "" when the series name passes every filter, else why
 // it is dropped.
 func (n *metricNamer) dropReason(name string) string {
-	if !ValidMetricName(name) {
+	if !model.LegacyValidation.IsValidMetricName(name) {
 		return fmt.Sprintf("the series name %q is not a classic Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), so no query could use it", name)
 	}
 	for _, f := range n.filters {
@@ -124,7 +124,7 @@ func (n *metricNamer) dropReason(name string) string {
 }
 
 func (n *metricNamer) keeps(name string) bool {
-	if !ValidMetricName(name) {
+	if !model.LegacyValidation.IsValidMetricName(name) {
 		return false
 	}
 	for _, f := range n.filters {

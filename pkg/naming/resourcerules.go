@@ -115,7 +115,6 @@ func compileResourceRules(c *config.ResourceRules, rest meta.RESTMapper) (*Resou
 func compileResourceRule(path string, c config.ResourceRule, window string, rest meta.RESTMapper) (*ResourceRule, []string, error) {
 	r := &ResourceRule{path: path, containerLabel: c.ContainerLabel, window: window}
 	var errs []error
-	var warnings []string
 	for _, q := range []struct {
 		field string
 		text  string
@@ -140,16 +139,11 @@ func compileResourceRule(path string, c config.ResourceRule, window string, rest
 			errs = append(errs, fmt.Errorf("%s.containerLabel: %w", path, err))
 		}
 	}
-	res, warns, err := NewResourceMapper(c.Resources, rest)
-	if err != nil {
-		errs = append(errs, prefixErrors(path+".resources", err))
-	}
-	for _, w := range warns {
-		warnings = append(warnings, path+".resources."+w)
-	}
+	res, warns, err := compileResources(path, c.Resources, rest)
+	errs = append(errs, err)
 	r.resources = res
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, err
 	}
-	return r, warnings, nil
+	return r, warns, nil
 }

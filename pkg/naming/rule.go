@@ -127,7 +127,7 @@ func (r *Rule) Resources() *ResourceMapper { return r.resources }
 
 // KeepSeries reports whether a series name passes the rule's seriesFilters
 // (all, in order) and name.matches. A name that is not a classic metric
-// name (see ValidMetricName) is never kept: no query could use it safely.
+// name (model.LegacyValidation.IsValidMetricName) is never kept: no query could use it safely.
 func (r *Rule) KeepSeries(seriesName string) bool { return r.namer.keeps(seriesName) }
 
 // DropReason returns "" when the series name is kept, else which filter
@@ -172,13 +172,7 @@ func (r *Rule) LabelForResource(gr schema.GroupResource) (string, error) {
 // matcher; .GroupBy is the resource's label. When the query naming the
 // objects is longer than req.MaxBytes, it is rendered for all objects.
 func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
-	if r.kind != KindCustom {
-		return Query{}, fmt.Errorf("%s: QueryForSeries called on an external rule", r.path)
-	}
-	if err := checkSeriesName(req.Series); err != nil {
-		return Query{}, fmt.Errorf("%s: %w", r.path, err)
-	}
-	if err := r.checkTenant(req.Namespace); err != nil {
+	if err := r.checkRequest(KindCustom, req.Series, req.Namespace, "QueryForSeries called on an external rule"); err != nil {
 		return Query{}, err
 	}
 	q, err := r.queryForSeries(req)
@@ -202,9 +196,9 @@ func (r *Rule) queryForSeries(req CustomRequest) (Query, error) {
 	if req.AllObjects {
 		in.allObjects = resLabel
 	}
-	expr, err := renderQuery(r.query, in)
+	expr, err := r.render(in)
 	if err != nil {
-		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
+		return Query{}, err
 	}
 	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel, AllObjects: req.AllObjects}, nil
 }
@@ -214,13 +208,7 @@ func (r *Rule) queryForSeries(req CustomRequest) (Query, error) {
 // then, when the rule is namespaced and req.Namespace is set, the
 // namespace matcher; .GroupBy is empty.
 func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
-	if r.kind != KindExternal {
-		return Query{}, fmt.Errorf("%s: QueryForExternalSeries called on a custom rule", r.path)
-	}
-	if err := checkSeriesName(req.Series); err != nil {
-		return Query{}, fmt.Errorf("%s: %w", r.path, err)
-	}
-	if err := r.checkTenant(req.Namespace); err != nil {
+	if err := r.checkRequest(KindExternal, req.Series, req.Namespace, "QueryForExternalSeries called on a custom rule"); err != nil {
 		return Query{}, err
 	}
 	nsLabel := ""
@@ -235,11 +223,33 @@ func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	if err != nil {
 		return Query{}, fmt.Errorf("%s: %w", r.path, err)
 	}
-	expr, err := renderQuery(r.query, renderInput{series: req.Series, matchers: ms})
+	expr, err := r.render(renderInput{series: req.Series, matchers: ms})
 	if err != nil {
-		return Query{}, fmt.Errorf("%s.metricsQuery: %w", r.path, err)
+		return Query{}, err
 	}
 	return r.confine(Query{Expr: expr, NamespaceLabel: nsLabel})
+}
+
+// checkRequest checks what every query of the rule needs: that the rule
+// is of kind (wrongKind is the error otherwise), a valid series name and a
+// namespace the rule's tenant may query.
+func (r *Rule) checkRequest(kind Kind, series, namespace, wrongKind string) error {
+	if r.kind != kind {
+		return fmt.Errorf("%s: %s", r.path, wrongKind)
+	}
+	if err := checkSeriesName(series); err != nil {
+		return fmt.Errorf("%s: %w", r.path, err)
+	}
+	return r.checkTenant(namespace)
+}
+
+// render renders the rule's metricsQuery.
+func (r *Rule) render(in renderInput) (string, error) {
+	expr, err := renderQuery(r.query, in)
+	if err != nil {
+		return "", fmt.Errorf("%s.metricsQuery: %w", r.path, err)
+	}
+	return expr, nil
 }
 
 func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTMapper) (*Rule, []string, error) {
@@ -261,7 +271,6 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		r.namespaced = cfg.Resources.IsNamespaced()
 	}
 	var errs []error
-	var warnings []string
 	if strings.TrimSpace(cfg.SeriesQuery) == "" {
 		errs = append(errs, fmt.Errorf("%s.seriesQuery: must not be empty", path))
 	}
@@ -270,13 +279,8 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		errs = append(errs, prefixErrors(path, err))
 	}
 	r.namer = namer
-	res, warns, err := NewResourceMapper(cfg.Resources, rest)
-	if err != nil {
-		errs = append(errs, prefixErrors(path+".resources", err))
-	}
-	for _, w := range warns {
-		warnings = append(warnings, path+".resources."+w)
-	}
+	res, warnings, err := compileResources(path, cfg.Resources, rest)
+	errs = append(errs, err)
 	r.resources = res
 	if q, err := config.ParseQueryTemplate("metricsQuery", cfg.MetricsQueryOrDefault()); err != nil {
 		errs = append(errs, fmt.Errorf("%s.metricsQuery: %w", path, err))
@@ -287,6 +291,19 @@ func compileRule(kind Kind, index int, cfg config.DiscoveryRule, rest meta.RESTM
 		return nil, nil, err
 	}
 	return r, warnings, nil
+}
+
+// compileResources is NewResourceMapper for the resources of the rule at
+// path, its errors and warnings prefixed with "path.resources.".
+func compileResources(path string, c config.ResourceMapping, rest meta.RESTMapper) (*ResourceMapper, []string, error) {
+	res, warnings, err := NewResourceMapper(c, rest)
+	if err != nil {
+		err = prefixErrors(path+".resources", err)
+	}
+	for i, w := range warnings {
+		warnings[i] = path + ".resources." + w
+	}
+	return res, warnings, err
 }
 
 // prefixErrors prefixes every error joined in err with "path.": the errors
