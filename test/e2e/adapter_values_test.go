@@ -207,12 +207,7 @@ func testAdapterValues(t *testing.T, promBinary string) {
 	if v, err := runVersion(ctx, prom.Process.Args[0]); err == nil {
 		t.Logf("%s", v)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 
 	// Nodes, created through the API (nothing runs on them). av-n4 has no
 	// series; av-ghost has a series and no Node.

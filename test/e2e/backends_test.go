@@ -26,12 +26,7 @@ func TestNamedBackends(t *testing.T) {
 	env := framework.New(t, framework.Config{})
 	requireAdapter(t, env)
 	ctx := ctxFor(t, 4*time.Minute)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	xDefault, addrDefault := serveExporter(t)
 	xSecond, addrSecond := serveExporter(t)
 	must(xDefault.Set(exporter.Series{Name: "be_queue", Labels: map[string]string{"queue": "a"}, Value: 1}))

@@ -36,6 +36,19 @@ func getRaw(ctx context.Context, env *framework.Env, path string) ([]byte, error
 	return body, err
 }
 
+// getJSON is getRaw decoding the answer into a T; it returns the answer too.
+func getJSON[T any](ctx context.Context, env *framework.Env, path string) (*T, []byte, error) {
+	body, err := getRaw(ctx, env, path)
+	if err != nil {
+		return nil, body, err
+	}
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, body, fmt.Errorf("decoding %s: %w", body, err)
+	}
+	return &v, body, nil
+}
+
 // eventually polls f every 500ms until it returns nil or timeout passes,
 // then fails the test with f's last error.
 func eventually(t *testing.T, ctx context.Context, timeout time.Duration, what string, f func(ctx context.Context) error) {
@@ -167,13 +180,9 @@ func TestMetricsAPIs(t *testing.T) {
 
 	t.Run("fpm_active_rate per pod v1beta2", func(t *testing.T) {
 		eventually(t, ctx, 60*time.Second, "each pod's ratio", func(ctx context.Context) error {
-			body, err := getRaw(ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/pods/*/fpm_active_rate")
+			list, _, err := getJSON[cmv1beta2.MetricValueList](ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/pods/*/fpm_active_rate")
 			if err != nil {
 				return err
-			}
-			var list cmv1beta2.MetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				return fmt.Errorf("decoding %s: %w", body, err)
 			}
 			got := map[string]float64{}
 			for _, it := range list.Items {
@@ -188,13 +197,9 @@ func TestMetricsAPIs(t *testing.T) {
 
 	t.Run("fpm_active_rate per pod v1beta1 and by name", func(t *testing.T) {
 		eventually(t, ctx, 30*time.Second, "v1beta1 ratio of fpm-b", func(ctx context.Context) error {
-			body, err := getRaw(ctx, env, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/"+ns+"/pods/fpm-b/fpm_active_rate")
+			list, body, err := getJSON[cmv1beta1.MetricValueList](ctx, env, "/apis/custom.metrics.k8s.io/v1beta1/namespaces/"+ns+"/pods/fpm-b/fpm_active_rate")
 			if err != nil {
 				return err
-			}
-			var list cmv1beta1.MetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				return fmt.Errorf("decoding %s: %w", body, err)
 			}
 			if len(list.Items) != 1 || list.Items[0].MetricName != "fpm_active_rate" || list.Items[0].DescribedObject.Name != "fpm-b" {
 				return fmt.Errorf("want one fpm-b item, got %s", body)
@@ -208,13 +213,9 @@ func TestMetricsAPIs(t *testing.T) {
 
 	t.Run("object metric on a service", func(t *testing.T) {
 		eventually(t, ctx, 60*time.Second, "frontend requests per second", func(ctx context.Context) error {
-			body, err := getRaw(ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/services/frontend/http_requests_per_second")
+			list, body, err := getJSON[cmv1beta2.MetricValueList](ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/services/frontend/http_requests_per_second")
 			if err != nil {
 				return err
-			}
-			var list cmv1beta2.MetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				return fmt.Errorf("decoding %s: %w", body, err)
 			}
 			if len(list.Items) != 1 {
 				return fmt.Errorf("want one item, got %s", body)
@@ -229,13 +230,9 @@ func TestMetricsAPIs(t *testing.T) {
 	t.Run("external metric with labelSelector", func(t *testing.T) {
 		sel := url.QueryEscape("service=frontend")
 		eventually(t, ctx, 60*time.Second, "only frontend series", func(ctx context.Context) error {
-			body, err := getRaw(ctx, env, "/apis/external.metrics.k8s.io/v1beta1/namespaces/"+ns+"/http_requests_per_second?labelSelector="+sel)
+			list, _, err := getJSON[emv1beta1.ExternalMetricValueList](ctx, env, "/apis/external.metrics.k8s.io/v1beta1/namespaces/"+ns+"/http_requests_per_second?labelSelector="+sel)
 			if err != nil {
 				return err
-			}
-			var list emv1beta1.ExternalMetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				return fmt.Errorf("decoding %s: %w", body, err)
 			}
 			got := map[string]float64{}
 			for _, it := range list.Items {
@@ -265,13 +262,9 @@ func TestMetricsAPIs(t *testing.T) {
 
 	t.Run("external metric not namespaced", func(t *testing.T) {
 		eventually(t, ctx, 30*time.Second, "queue depth", func(ctx context.Context) error {
-			body, err := getRaw(ctx, env, "/apis/external.metrics.k8s.io/v1beta1/namespaces/anywhere/queue_messages_ready?labelSelector=queue%3Dorders")
+			list, body, err := getJSON[emv1beta1.ExternalMetricValueList](ctx, env, "/apis/external.metrics.k8s.io/v1beta1/namespaces/anywhere/queue_messages_ready?labelSelector=queue%3Dorders")
 			if err != nil {
 				return err
-			}
-			var list emv1beta1.ExternalMetricValueList
-			if err := json.Unmarshal(body, &list); err != nil {
-				return fmt.Errorf("decoding %s: %w", body, err)
 			}
 			if len(list.Items) != 1 || list.Items[0].Value.AsApproximateFloat64() != 42 {
 				return fmt.Errorf("want one item at 42, got %s", body)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -65,13 +64,9 @@ func TestPrometheusVersions(t *testing.T) {
 			}
 			defer a.Stop()
 			eventually(t, ctx, 60*time.Second, "fpm_active_rate of pod-a through "+bin, func(ctx context.Context) error {
-				body, err := getRaw(ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/pods/pod-a/fpm_active_rate")
+				list, body, err := getJSON[cmv1beta2.MetricValueList](ctx, env, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/pods/pod-a/fpm_active_rate")
 				if err != nil {
 					return err
-				}
-				var list cmv1beta2.MetricValueList
-				if err := json.Unmarshal(body, &list); err != nil {
-					return fmt.Errorf("decoding %s: %w", body, err)
 				}
 				if len(list.Items) != 1 || !near(list.Items[0].Value.AsApproximateFloat64(), 0.75, 0.002) {
 					return fmt.Errorf("want pod-a at 0.75, got %s", body)

@@ -40,12 +40,7 @@ func TestResourceSourcePrometheus(t *testing.T) {
 	addPod := func(ns, name string) {
 		pods = append(pods, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	// Namespace "apps": the edge cases.
 	must(setContainerUsage(x, containerUsage{"apps", "ok", "app", 0.3, 64 << 20}))
 	must(setContainerUsage(x, containerUsage{"apps", "ok", "sidecar", 0.02, 8 << 20}))

@@ -28,12 +28,7 @@ func TestRulesAsPrometheusAdapter(t *testing.T) {
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
 	ctx := ctxFor(t, 4*time.Minute)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	must(x.Set(exporter.Series{Name: "rc_dup", Labels: map[string]string{"job_name": "a"}, Value: 2}))
 	must(x.Set(exporter.Series{Name: "rc_requests", Labels: map[string]string{"deployment": "api.v2"}, Value: 7}))
 	must(x.Set(exporter.Series{Name: "rc_requests", Labels: map[string]string{"deployment": "apixv2"}, Value: 100}))

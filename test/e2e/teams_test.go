@@ -62,12 +62,7 @@ func TestTeamRules(t *testing.T) {
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
 	ctx := ctxFor(t, 5*time.Minute)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	for ns, v := range map[string]float64{"tm-a": 5, "tm-b": 1000} {
 		must(x.Set(exporter.Series{Name: "tm_requests", Labels: map[string]string{"namespace": ns, "pod": "web"}, Value: v}))
 		must(x.Set(exporter.Series{Name: "tm_secret", Labels: map[string]string{"namespace": ns, "pod": "web"}, Value: v * 10}))
