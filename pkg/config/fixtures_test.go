@@ -2,34 +2,12 @@ package config
 
 import (
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/promscaler/promscaler/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with the file at path, or rewrites it with -update.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test ./pkg/config -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
-}
 
 func fixtures(t *testing.T, dir string) []string {
 	t.Helper()
@@ -67,7 +45,7 @@ func TestValidFixtures(t *testing.T) {
 			for _, e := range cfg.QueryErrors() {
 				warnings += "query error: " + e.Error() + "\n"
 			}
-			golden(t, strings.TrimSuffix(file, ".yaml")+".warn", warnings)
+			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".warn", warnings)
 		})
 	}
 }
@@ -101,7 +79,7 @@ func TestInvalidFixtures(t *testing.T) {
 					t.Errorf("error names file %q, want %q", e.File, file)
 				}
 			}
-			golden(t, strings.TrimSuffix(file, ".yaml")+".err", err.Error()+"\n")
+			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".err", err.Error()+"\n")
 		})
 	}
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,10 +14,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 
+	"github.com/promscaler/promscaler/internal/golden"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/tools")
 
 // fakeSpec is a <case>.fake.json file: a fake Prometheus for live cases
 // (args containing $PROM).
@@ -53,20 +52,7 @@ func TestToolsGolden(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(args, &stdout, &stderr)
 			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout.String(), stderr.String())
-			golden := name + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", golden, diff)
-			}
+			golden.Check(t, name+".golden", got)
 		})
 	}
 }
