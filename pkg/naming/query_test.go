@@ -15,7 +15,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/config"
 )
 
-
 const seedQuery = `sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="active processes"}[2m])) by (<<.GroupBy>>) / sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="total processes"}[2m])) by (<<.GroupBy>>)`
 
 // seedRule is the fpm example of issue 2.

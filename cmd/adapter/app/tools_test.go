@@ -18,7 +18,6 @@ import (
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
-
 // fakeSpec is a <case>.fake.json file: a fake Prometheus for live cases
 // (args containing $PROM).
 type fakeSpec struct {
