@@ -2,8 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -356,11 +357,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 
 // suggest proposes the known key closest to an unknown one.
 func suggest(key string, fields map[string]fieldInfo) string {
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(fields))
 	best, bestDist := "", 3
 	for _, name := range names {
 		if strings.EqualFold(name, key) {

@@ -3,9 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -148,11 +149,7 @@ func findCycle(calls map[string][]string) string {
 		state[name] = done
 		return ""
 	}
-	names := make([]string, 0, len(calls))
-	for name := range calls {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(calls))
 	for _, name := range names {
 		if found := visit(name); found != "" {
 			return found

@@ -3,8 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -313,11 +314,7 @@ func (ch *checker) mapping(path string, m *ResourceMapping, external, resourceRu
 			ch.templateError(KeyPath(path, "template"), m.Template, p)
 		}
 	}
-	keys := make([]string, 0, len(m.Overrides))
-	for k := range m.Overrides {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m.Overrides))
 	op := KeyPath(path, "overrides")
 	for _, label := range keys {
 		gr := m.Overrides[label]

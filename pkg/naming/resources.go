@@ -3,6 +3,7 @@ package naming
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -110,11 +111,7 @@ func NewResourceMapper(cfg config.ResourceMapping, rest meta.RESTMapper) (m *Res
 			errs = append(errs, fmt.Errorf("template: %w", err))
 		}
 	}
-	lbls := make([]string, 0, len(cfg.Overrides))
-	for l := range cfg.Overrides {
-		lbls = append(lbls, l)
-	}
-	slices.Sort(lbls)
+	lbls := slices.Sorted(maps.Keys(cfg.Overrides))
 	for _, l := range lbls {
 		o := cfg.Overrides[l]
 		if err := checkLabelName(l); err != nil {

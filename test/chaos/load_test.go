@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -234,11 +235,7 @@ func (w window) errorText() string {
 	if len(w.errors) == 0 {
 		return "-"
 	}
-	keys := make([]string, 0, len(w.errors))
-	for k := range w.errors {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(w.errors))
 	out := ""
 	for i, k := range keys {
 		if i > 0 {

@@ -18,9 +18,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,11 +74,7 @@ func New(now func() time.Time) *Exporter {
 }
 
 func seriesKey(name string, labels map[string]string) string {
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(labels))
 	var b strings.Builder
 	b.WriteString(name)
 	for _, k := range keys {
@@ -216,11 +213,7 @@ func (x *Exporter) Snapshot() []Series {
 	defer x.mu.Unlock()
 	now := x.now()
 	out := make([]Series, 0, len(x.series))
-	keys := make([]string, 0, len(x.series))
-	for k := range x.series {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(x.series))
 	for _, k := range keys {
 		e := x.series[k]
 		s := e.s
@@ -247,11 +240,7 @@ func (x *Exporter) WriteText(w io.Writer) error {
 		}
 		b.WriteString(s.Name)
 		if len(s.Labels) > 0 {
-			keys := make([]string, 0, len(s.Labels))
-			for k := range s.Labels {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
+			keys := slices.Sorted(maps.Keys(s.Labels))
 			b.WriteByte('{')
 			for i, k := range keys {
 				if i > 0 {

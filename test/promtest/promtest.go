@@ -15,11 +15,11 @@ package promtest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -240,11 +240,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				set[string(v)] = true
 			}
 		}
-		out := make([]string, 0, len(set))
-		for k := range set {
-			out = append(out, k)
-		}
-		sort.Strings(out)
+		out := slices.Sorted(maps.Keys(set))
 		writeData(w, out)
 	case Query:
 		if answered {
