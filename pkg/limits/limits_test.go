@@ -12,7 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-func TestCheckSelector(t *testing.T) {
+// TestCheckSelectors checks the label selector (metricLabelSelector) and
+// the field selector limits: accepted up to the limit, a 400 naming it
+// above.
+func TestCheckSelectors(t *testing.T) {
 	values := func(n, size int) string {
 		vs := make([]string, n)
 		for i := range vs {
@@ -21,31 +24,46 @@ func TestCheckSelector(t *testing.T) {
 		}
 		return strings.Join(vs, ",")
 	}
+	labelSelector := func(t *testing.T, s string) error {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			t.Fatalf("labels.Parse: %v", err)
+		}
+		return CheckSelector("metricLabelSelector", sel)
+	}
+	fieldSelector := func(t *testing.T, s string) error {
+		sel, err := fields.ParseSelector(s)
+		if err != nil {
+			t.Fatalf("fields.ParseSelector: %v", err)
+		}
+		return CheckFieldSelector("fieldSelector", sel)
+	}
 	for _, tc := range []struct {
 		name, sel, wantMsg string // wantMsg "": accepted
+		check              func(*testing.T, string) error
 	}{
-		{"empty", "", ""},
-		{"an HPA's selector", "app=web,tier in (front,back),!canary", ""},
-		{"1,000 values", "pod in (" + values(1000, 8) + ")", ""},
-		{"1,001 values", "pod in (" + values(1001, 6) + ")", `metricLabelSelector: requirement on "pod" has 1001 values, more than the limit of 1000`},
-		{"10,000 values (the probe's)", "pod notin (" + values(10000, 6) + ")", "more than the limit of 1000"},
-		{"1,000 values of 63 bytes", "pod in (" + values(1000, 63) + ")", "metricLabelSelector is longer than the limit of 16384 bytes"},
+		{"empty", "", "", labelSelector},
+		{"an HPA's selector", "app=web,tier in (front,back),!canary", "", labelSelector},
+		{"1,000 values", "pod in (" + values(1000, 8) + ")", "", labelSelector},
+		{"1,001 values", "pod in (" + values(1001, 6) + ")", `metricLabelSelector: requirement on "pod" has 1001 values, more than the limit of 1000`, labelSelector},
+		{"10,000 values (the probe's)", "pod notin (" + values(10000, 6) + ")", "more than the limit of 1000", labelSelector},
+		{"1,000 values of 63 bytes", "pod in (" + values(1000, 63) + ")", "metricLabelSelector is longer than the limit of 16384 bytes", labelSelector},
+		{"empty field selector", "", "", fieldSelector},
+		{"one pod", "metadata.name=web-1", "", fieldSelector},
+		{"16 KiB", "metadata.name=" + strings.Repeat("x", MaxSelectorBytes-len("metadata.name=")-1), "", fieldSelector},
+		{"over 16 KiB", "metadata.name!=a," + "metadata.name=" + strings.Repeat("x", MaxSelectorBytes), "fieldSelector is longer than the limit of 16384 bytes", fieldSelector},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sel, err := labels.Parse(tc.sel)
-			if err != nil {
-				t.Fatalf("labels.Parse: %v", err)
-			}
-			err = CheckSelector("metricLabelSelector", sel)
+			err := tc.check(t, tc.sel)
 			if tc.wantMsg == "" {
 				if err != nil {
-					t.Fatalf("CheckSelector: %v", err)
+					t.Fatalf("check: %v", err)
 				}
 				return
 			}
 			var se *apierrors.StatusError
 			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest || !strings.Contains(se.ErrStatus.Message, tc.wantMsg) {
-				t.Fatalf("CheckSelector = %v, want a 400 containing %q", err, tc.wantMsg)
+				t.Fatalf("check = %v, want a 400 containing %q", err, tc.wantMsg)
 			}
 		})
 	}
@@ -62,34 +80,5 @@ func TestCheckQuerySize(t *testing.T) {
 	}
 	if msg := se.ErrStatus.Message; !strings.Contains(msg, "more than the limit of 65536 bytes") || strings.Contains(msg, "secret_series") {
 		t.Errorf("message %q: want the limit named and the query left out", msg)
-	}
-}
-
-func TestCheckFieldSelector(t *testing.T) {
-	for _, tc := range []struct {
-		name, sel, wantMsg string // wantMsg "": accepted
-	}{
-		{"empty", "", ""},
-		{"one pod", "metadata.name=web-1", ""},
-		{"16 KiB", "metadata.name=" + strings.Repeat("x", MaxSelectorBytes-len("metadata.name=")-1), ""},
-		{"over 16 KiB", "metadata.name!=a," + "metadata.name=" + strings.Repeat("x", MaxSelectorBytes), "fieldSelector is longer than the limit of 16384 bytes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sel, err := fields.ParseSelector(tc.sel)
-			if err != nil {
-				t.Fatalf("fields.ParseSelector: %v", err)
-			}
-			err = CheckFieldSelector("fieldSelector", sel)
-			if tc.wantMsg == "" {
-				if err != nil {
-					t.Fatalf("CheckFieldSelector: %v", err)
-				}
-				return
-			}
-			var se *apierrors.StatusError
-			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadRequest || !strings.Contains(se.ErrStatus.Message, tc.wantMsg) {
-				t.Fatalf("CheckFieldSelector = %v, want a 400 containing %q", err, tc.wantMsg)
-			}
-		})
 	}
 }
