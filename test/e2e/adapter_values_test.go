@@ -80,41 +80,35 @@ type objectRef struct{ Kind, APIVersion, Namespace string }
 // customValuesV1beta2 decodes a v1beta2 MetricValueList into object name ->
 // quantity text, checking that every item is metric about an object of ref.
 func customValuesV1beta2(a apiAnswer, metric string, ref objectRef) (map[string]string, error) {
-	if a.err != nil {
-		return nil, fmt.Errorf("HTTP %d: %w", a.code, a.err)
+	list, err := decodeAnswer[cmv1beta2.MetricValueList](a)
+	if err != nil {
+		return nil, err
 	}
-	var list cmv1beta2.MetricValueList
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", a.body, err)
+	return customValues(list.Items, a.body, metric, ref)
+}
+
+// customValuesV1beta1 is customValuesV1beta2 for a v1beta1 answer.
+func customValuesV1beta1(a apiAnswer, metric string, ref objectRef) (map[string]string, error) {
+	list, err := decodeAnswer[cmv1beta1.MetricValueList](a)
+	if err != nil {
+		return nil, err
 	}
+	items := make([]cmv1beta2.MetricValue, len(list.Items))
+	for i, it := range list.Items {
+		items[i] = cmv1beta2.MetricValue{DescribedObject: it.DescribedObject, Metric: cmv1beta2.MetricIdentifier{Name: it.MetricName}, Value: it.Value}
+	}
+	return customValues(items, a.body, metric, ref)
+}
+
+func customValues(items []cmv1beta2.MetricValue, body []byte, metric string, ref objectRef) (map[string]string, error) {
 	got := map[string]string{}
-	for _, it := range list.Items {
+	for _, it := range items {
 		o := it.DescribedObject
 		if it.Metric.Name != metric || (objectRef{o.Kind, o.APIVersion, o.Namespace}) != ref {
 			return nil, fmt.Errorf("item %s/%s %s (%s %s): want metric %s of a %+v", o.Namespace, o.Name, it.Metric.Name, o.Kind, o.APIVersion, metric, ref)
 		}
 		if _, dup := got[o.Name]; dup {
-			return nil, fmt.Errorf("object %s twice in %s", o.Name, a.body)
-		}
-		got[o.Name] = it.Value.String()
-	}
-	return got, nil
-}
-
-// customValuesV1beta1 is customValuesV1beta2 for a v1beta1 answer.
-func customValuesV1beta1(a apiAnswer, metric string, ref objectRef) (map[string]string, error) {
-	if a.err != nil {
-		return nil, fmt.Errorf("HTTP %d: %w", a.code, a.err)
-	}
-	var list cmv1beta1.MetricValueList
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", a.body, err)
-	}
-	got := map[string]string{}
-	for _, it := range list.Items {
-		o := it.DescribedObject
-		if it.MetricName != metric || (objectRef{o.Kind, o.APIVersion, o.Namespace}) != ref {
-			return nil, fmt.Errorf("item %s/%s %s (%s %s): want metric %s of a %+v", o.Namespace, o.Name, it.MetricName, o.Kind, o.APIVersion, metric, ref)
+			return nil, fmt.Errorf("object %s twice in %s", o.Name, body)
 		}
 		got[o.Name] = it.Value.String()
 	}
@@ -124,12 +118,9 @@ func customValuesV1beta1(a apiAnswer, metric string, ref objectRef) (map[string]
 // externalValues decodes an ExternalMetricValueList into item labels
 // (selector syntax, "" for none) -> quantity text.
 func externalValues(a apiAnswer, metric string) (map[string]string, error) {
-	if a.err != nil {
-		return nil, fmt.Errorf("HTTP %d: %w", a.code, a.err)
-	}
-	var list emv1beta1.ExternalMetricValueList
-	if err := json.Unmarshal(a.body, &list); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", a.body, err)
+	list, err := decodeAnswer[emv1beta1.ExternalMetricValueList](a)
+	if err != nil {
+		return nil, err
 	}
 	got := map[string]string{}
 	for _, it := range list.Items {
@@ -143,6 +134,18 @@ func externalValues(a apiAnswer, metric string) (map[string]string, error) {
 		got[k] = it.Value.String()
 	}
 	return got, nil
+}
+
+// decodeAnswer decodes a's body into a T, or returns a's error.
+func decodeAnswer[T any](a apiAnswer) (*T, error) {
+	if a.err != nil {
+		return nil, fmt.Errorf("HTTP %d: %w", a.code, a.err)
+	}
+	var v T
+	if err := json.Unmarshal(a.body, &v); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", a.body, err)
+	}
+	return &v, nil
 }
 
 // sameQuantity compares quantity texts by value ("1500m" == "1.5"); other
