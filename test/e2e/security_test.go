@@ -118,25 +118,8 @@ func TestSecurity(t *testing.T) {
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}, //nolint:gosec // loopback test server
 		}}
 		defer hc.CloseIdleConnections()
-		get := func(path string, forged bool) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if forged {
-				req.Header.Set("X-Remote-User", "nobody")
-				req.Header.Set("X-Remote-Group", "nogroup")
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-			return resp.StatusCode, string(body)
-		}
 		results := func() map[string]float64 {
-			code, body := get("/metrics", false)
+			code, body := getAs(t, ctx, hc, a.URL+"/metrics", "", "")
 			if code != http.StatusOK {
 				t.Fatalf("adapter /metrics = HTTP %d", code)
 			}
@@ -157,7 +140,7 @@ func TestSecurity(t *testing.T) {
 		}
 		before := results()
 		for i := range 3 {
-			if code, body := get(path, true); code != http.StatusOK {
+			if code, body := getAs(t, ctx, hc, a.URL+path, "nobody", "nogroup"); code != http.StatusOK {
 				t.Errorf("request %d with the admin certificate and forged headers = HTTP %d (%.200s), want 200 as the certificate's user", i+1, code, body)
 			}
 		}
@@ -174,24 +157,36 @@ func TestSecurity(t *testing.T) {
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback test server
 		}}
 		for _, forged := range []bool{false, true} {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			user, group := "", ""
 			if forged {
-				req.Header.Set("X-Remote-User", "system:admin")
-				req.Header.Set("X-Remote-Group", "system:masters")
+				user, group = "system:admin", "system:masters"
 			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
-				t.Errorf("direct request (forged headers: %v) = HTTP %d, want 401 or 403", forged, resp.StatusCode)
+			if code, _ := getAs(t, ctx, hc, a.URL+path, user, group); code != http.StatusUnauthorized && code != http.StatusForbidden {
+				t.Errorf("direct request (forged headers: %v) = HTTP %d, want 401 or 403", forged, code)
 			}
 		}
 	})
+}
+
+// getAs GETs url with hc, with front-proxy headers naming user and group
+// when user is set, and returns the HTTP code and the body (4 MiB at most).
+func getAs(t *testing.T, ctx context.Context, hc *http.Client, url, user, group string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.Header.Set("X-Remote-User", user)
+		req.Header.Set("X-Remote-Group", group)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, string(body)
 }
 
 // bindMetricsReader binds user to the documented metrics-reader ClusterRole.
