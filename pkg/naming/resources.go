@@ -1,6 +1,7 @@
 package naming
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -359,10 +360,7 @@ func (m *ResourceMapper) ResourcesForSeries(lbls model.LabelSet) ([]schema.Group
 		}
 	}
 	slices.SortFunc(out, func(a, b schema.GroupResource) int {
-		if c := strings.Compare(a.Group, b.Group); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Resource, b.Resource)
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Resource, b.Resource))
 	})
 	return out, namespaced
 }
