@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -129,16 +128,14 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatalf("adapter binary: %s", msg)
 	}
 	s.x = exporter.New(nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := s.x.Serve()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: s.x, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	s.exporterAddr = l.Addr().String()
+	t.Cleanup(stop)
+	s.exporterAddr = addr
 	s.prom = s.env.MustStartPrometheus(t, framework.PrometheusConfig{
-		Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{l.Addr().String()}, HonorLabels: true}},
+		Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{addr}, HonorLabels: true}},
 	})
 	if s.proxy, err = startFaultProxy(s.prom.URL); err != nil {
 		t.Fatal(err)

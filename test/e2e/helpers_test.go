@@ -8,8 +8,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,14 +35,12 @@ func ctxFor(t *testing.T, max time.Duration) context.Context {
 func serveExporter(t *testing.T) (*exporter.Exporter, string) {
 	t.Helper()
 	x := exporter.New(nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := x.Serve()
 	if err != nil {
-		t.Fatalf("exporter listener: %v", err)
+		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: x, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return x, l.Addr().String()
+	t.Cleanup(stop)
+	return x, addr
 }
 
 // startStack starts the control plane, the exporter and Prometheus scraping it.

@@ -20,6 +20,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -71,6 +72,18 @@ func New(now func() time.Time) *Exporter {
 		now = time.Now
 	}
 	return &Exporter{now: now, series: map[string]*entry{}, types: map[string]Type{}}
+}
+
+// Serve serves x on a free port of 127.0.0.1 until stop is called, and
+// returns that address (host:port).
+func (x *Exporter) Serve() (addr string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("exporter listener: %w", err)
+	}
+	srv := &http.Server{Handler: x, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return l.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 func seriesKey(name string, labels map[string]string) string {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,20 +111,18 @@ func startStack(ctx context.Context, o *options, defaultConfig string) (*stack, 
 	}()
 
 	s.exporter = exporter.New(nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := s.exporter.Serve()
 	if err != nil {
-		return nil, fmt.Errorf("exporter listener: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: s.exporter, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	env.OnClose(func() { _ = srv.Close() })
-	s.exporterURL = "http://" + l.Addr().String()
+	env.OnClose(stop)
+	s.exporterURL = "http://" + addr
 
 	s.prometheusURL = o.prometheusURL
 	if s.prometheusURL == "" {
 		logf("starting Prometheus (scraping the test exporter at %s every 1s)", s.exporterURL)
 		prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{
-			Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{l.Addr().String()}, HonorLabels: true}},
+			Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{addr}, HonorLabels: true}},
 		})
 		if err != nil {
 			return nil, err
