@@ -8,7 +8,6 @@ package metrics
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -254,11 +253,4 @@ func (m *Metrics) ForBackend(name string) (*Metrics, error) {
 		return nil, fmt.Errorf("backend %q: %w", name, err)
 	}
 	return &cp, nil
-}
-
-// RuleLabel is the value of the "rule" label for the rule at index i of a
-// config section: "rules[3]", "externalRules[0]", "resourceRules.cpu". Using
-// it keeps the label identical to the paths config validation errors name.
-func RuleLabel(section string, i int) string {
-	return section + "[" + strconv.Itoa(i) + "]"
 }

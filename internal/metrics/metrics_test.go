@@ -12,9 +12,9 @@ import (
 func TestNewRegistersEveryMetric(t *testing.T) {
 	m := New()
 	m.DiscoveryDuration.Observe(1)
-	m.DiscoveredSeries.WithLabelValues(APICustom, RuleLabel("rules", 0)).Set(3)
-	m.DiscoveredMetrics.WithLabelValues(APICustom, RuleLabel("rules", 0)).Set(2)
-	m.DiscoveryFailures.WithLabelValues(APIExternal, RuleLabel("externalRules", 1)).Inc()
+	m.DiscoveredSeries.WithLabelValues(APICustom, "rules[0]").Set(3)
+	m.DiscoveredMetrics.WithLabelValues(APICustom, "rules[0]").Set(2)
+	m.DiscoveryFailures.WithLabelValues(APIExternal, "externalRules[1]").Inc()
 	m.MetricConflicts.WithLabelValues(APICustom).Set(1)
 	m.PrometheusRequestDuration.WithLabelValues(DefaultBackend, EndpointQuery, PromOutcomeSuccess).Observe(0.01)
 	m.CoalescedQueries.WithLabelValues(DefaultBackend, EndpointQuery).Inc()
@@ -74,24 +74,5 @@ promscaler_config_reloads_total{outcome="success"} 0
 `
 	if err := testutil.GatherAndCompare(a.Registry, strings.NewReader(wantExposition), "promscaler_config_reloads_total"); err != nil {
 		t.Error(err)
-	}
-}
-
-func TestRuleLabel(t *testing.T) {
-	tests := []struct {
-		name    string
-		section string
-		i       int
-		want    string
-	}{
-		{name: "custom", section: "rules", i: 0, want: "rules[0]"},
-		{name: "external", section: "externalRules", i: 12, want: "externalRules[12]"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := RuleLabel(tc.section, tc.i); got != tc.want {
-				t.Errorf("RuleLabel(%q, %d) = %q, want %q", tc.section, tc.i, got, tc.want)
-			}
-		})
 	}
 }

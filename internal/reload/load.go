@@ -23,9 +23,6 @@ type Rules struct {
 	Warnings []string
 }
 
-// HasResourceRules reports whether one of the files sets resourceRules.
-func (r *Rules) HasResourceRules() bool { return r.Set.ResourceRules() != nil }
-
 // Load parses every file (see Parse), compiles it against mapper and
 // merges the rules (see Compile).
 func Load(files []File, mapper meta.RESTMapper, strict func(path string) bool) (*Rules, error) {

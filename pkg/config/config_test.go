@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -498,15 +497,6 @@ func TestHelpers(t *testing.T) {
 	}
 	if got := (&ExternalQuery{}).NamespaceLabelOrDefault(); got != "namespace" {
 		t.Errorf("NamespaceLabelOrDefault = %q", got)
-	}
-	if d, err := (&ResourceRules{Window: "1m30s"}).WindowDuration(); err != nil || d != 90*time.Second {
-		t.Errorf("WindowDuration = %v, %v", d, err)
-	}
-	if d, err := (&ResourceRules{}).WindowDuration(); err != nil || d != 0 {
-		t.Errorf("WindowDuration of an unset window = %v, %v", d, err)
-	}
-	if _, err := (&ResourceRules{Window: "soon"}).WindowDuration(); err == nil {
-		t.Error("WindowDuration of a bad window succeeded")
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -62,19 +61,6 @@ func (q *ExternalQuery) NamespaceLabelOrDefault() string {
 		return DefaultNamespaceLabel
 	}
 	return q.NamespaceLabel
-}
-
-// WindowDuration returns the parsed window; 0 when it is not set (as in
-// prometheus-adapter, which then reports a window of 0s).
-func (r *ResourceRules) WindowDuration() (time.Duration, error) {
-	if r.Window == "" {
-		return 0, nil
-	}
-	d, err := model.ParseDuration(r.Window)
-	if err != nil {
-		return 0, fmt.Errorf("parsing resourceRules.window %q: %w", r.Window, err)
-	}
-	return time.Duration(d), nil
 }
 
 // Paths of the top-level sections, for IndexPath and KeyPath.

@@ -127,24 +127,12 @@ func (r *Rule) Resources() *ResourceMapper { return r.resources }
 
 // KeepSeries reports whether a series name passes the rule's seriesFilters
 // (all, in order) and name.matches. A name that is not a classic metric
-// name (model.LegacyValidation.IsValidMetricName) is never kept: no query could use it safely.
+// name is never kept: no query could use it safely.
 func (r *Rule) KeepSeries(seriesName string) bool { return r.namer.keeps(seriesName) }
 
 // DropReason returns "" when the series name is kept, else which filter
 // drops it, e.g. `seriesFilters[1].isNot "_total$" matches it`.
 func (r *Rule) DropReason(seriesName string) string { return r.namer.dropReason(seriesName) }
-
-// FilterSeries returns the series kept by KeepSeries, in order. The series
-// are assumed to match SeriesQuery already.
-func (r *Rule) FilterSeries(series []Series) []Series {
-	out := make([]Series, 0, len(series))
-	for _, s := range series {
-		if r.namer.keeps(s.Name) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
 
 // MetricNameForSeries returns the API metric name of a series:
 // name.matches applied to the series name and expanded with name.as
