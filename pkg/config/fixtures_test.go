@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/promscaler/promscaler/internal/golden"
+	"github.com/promscaler/promscaler/test/golden"
 )
 
 func fixtures(t *testing.T, dir string) []string {
@@ -45,7 +45,7 @@ func TestValidFixtures(t *testing.T) {
 			for _, e := range cfg.QueryErrors() {
 				warnings += "query error: " + e.Error() + "\n"
 			}
-			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".warn", warnings)
+			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".warn", []byte(warnings))
 		})
 	}
 }
@@ -79,7 +79,7 @@ func TestInvalidFixtures(t *testing.T) {
 					t.Errorf("error names file %q, want %q", e.File, file)
 				}
 			}
-			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".err", err.Error()+"\n")
+			golden.Check(t, strings.TrimSuffix(file, ".yaml")+".err", []byte(err.Error()+"\n"))
 		})
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/promscaler/promscaler/internal/golden"
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/test/golden"
 )
 
 const seedQuery = `sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="active processes"}[2m])) by (<<.GroupBy>>) / sum(max_over_time(<<.Series>>{<<.LabelMatchers>>,state="total processes"}[2m])) by (<<.GroupBy>>)`
@@ -101,7 +101,7 @@ func formatQuery(path string, q Query) string {
 
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	golden.Check(t, filepath.Join("testdata", "render", name+".golden"), got)
+	golden.Check(t, filepath.Join("testdata", "render", name+".golden"), []byte(got))
 }
 
 func TestRenderGolden(t *testing.T) {

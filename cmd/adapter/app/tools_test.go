@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/internal/golden"
+	"github.com/promscaler/promscaler/test/golden"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -51,7 +51,7 @@ func TestToolsGolden(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(args, &stdout, &stderr)
 			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout.String(), stderr.String())
-			golden.Check(t, name+".golden", got)
+			golden.Check(t, name+".golden", []byte(got))
 		})
 	}
 }
