@@ -304,27 +304,9 @@ func (m *ResourceMapper) resolveCandidate(gc groupConstraint, group, resource st
 		}
 		// The label carries the sanitised group ("networking_k8s_io"):
 		// find the resource in any group and compare sanitised names.
-		all, err := m.rest.ResourcesFor(schema.GroupVersionResource{Resource: resource})
-		if err != nil {
-			return schema.GroupResource{}, false
-		}
-		for _, gvr := range all {
-			if SanitizeGroup(gvr.Group) == group {
-				return gvr.GroupResource(), true
-			}
-		}
-		return schema.GroupResource{}, false
+		return m.resourceInGroup(resource, func(g string) bool { return SanitizeGroup(g) == group })
 	case coreOnly:
-		all, err := m.rest.ResourcesFor(schema.GroupVersionResource{Resource: resource})
-		if err != nil {
-			return schema.GroupResource{}, false
-		}
-		for _, gvr := range all {
-			if gvr.Group == "" {
-				return gvr.GroupResource(), true
-			}
-		}
-		return schema.GroupResource{}, false
+		return m.resourceInGroup(resource, func(g string) bool { return g == "" })
 	case nonCoreGroup:
 		gvr, err := m.rest.ResourceFor(schema.GroupVersionResource{Resource: resource})
 		if err != nil || gvr.Group == "" {
@@ -338,6 +320,21 @@ func (m *ResourceMapper) resolveCandidate(gc groupConstraint, group, resource st
 		}
 		return gvr.GroupResource(), true
 	}
+}
+
+// resourceInGroup returns the first resource named resource, of any
+// group, whose group passes in.
+func (m *ResourceMapper) resourceInGroup(resource string, in func(group string) bool) (schema.GroupResource, bool) {
+	all, err := m.rest.ResourcesFor(schema.GroupVersionResource{Resource: resource})
+	if err != nil {
+		return schema.GroupResource{}, false
+	}
+	for _, gvr := range all {
+		if in(gvr.Group) {
+			return gvr.GroupResource(), true
+		}
+	}
+	return schema.GroupResource{}, false
 }
 
 // ResourcesForSeries returns the group-resources the series' labels map to
