@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/promscaler/promscaler/pkg/scaletozero"
 	"github.com/promscaler/promscaler/test/e2e/framework"
@@ -648,28 +649,18 @@ func readAudit(t *testing.T, path string) []auditWrite {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var ev struct {
-			Stage string `json:"stage"`
-			Verb  string `json:"verb"`
-			User  struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Resource, Subresource, Namespace, Name string
-			} `json:"objectRef"`
-			ResponseStatus struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-			RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
-		}
+		var ev auditv1.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
-		if ev.Stage != "ResponseComplete" || ev.ResponseStatus.Code < 200 || ev.ResponseStatus.Code > 299 {
+		if ev.Stage != auditv1.StageResponseComplete || ev.ResponseStatus == nil || ev.ResponseStatus.Code < 200 || ev.ResponseStatus.Code > 299 {
 			continue
 		}
-		out = append(out, auditWrite{User: ev.User.Username, Verb: ev.Verb, Resource: ev.ObjectRef.Resource, Subresource: ev.ObjectRef.Subresource,
-			Namespace: ev.ObjectRef.Namespace, Name: ev.ObjectRef.Name, At: ev.RequestReceivedTimestamp})
+		w := auditWrite{User: ev.User.Username, Verb: ev.Verb, At: ev.RequestReceivedTimestamp.Time}
+		if r := ev.ObjectRef; r != nil {
+			w.Resource, w.Subresource, w.Namespace, w.Name = r.Resource, r.Subresource, r.Namespace, r.Name
+		}
+		out = append(out, w)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
