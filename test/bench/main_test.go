@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -241,13 +240,11 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 
 	// 2. The exporter of the serving gauges.
 	s.exporter = exporter.New(nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	exporterAddr, stopExporter, err := s.exporter.Serve()
 	if err != nil {
-		return nil, fmt.Errorf("exporter listener: %w", err)
+		return nil, fmt.Errorf("exporter: %w", err)
 	}
-	srv := &http.Server{Handler: s.exporter, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	env.OnClose(func() { _ = srv.Close() })
+	env.OnClose(stopExporter)
 	var series []exporter.Series
 	add := func(ns string, n int) {
 		for i := range n {
@@ -269,7 +266,7 @@ func startStack(ctx context.Context, cfg settings) (_ *stack, err error) {
 		ScrapeInterval: 2 * time.Second,
 		StoragePath:    tsdb,
 		QueryLog:       true,
-		Targets:        []framework.ScrapeTarget{{Job: "bench", Targets: []string{l.Addr().String()}, HonorLabels: true}},
+		Targets:        []framework.ScrapeTarget{{Job: "bench", Targets: []string{exporterAddr}, HonorLabels: true}},
 	})
 	if err != nil {
 		return nil, err
