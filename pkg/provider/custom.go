@@ -46,28 +46,22 @@ func (t *customTarget) what() string {
 // serving the metric, or returns the API error saying why not. A metric the
 // index lacks is looked up again after a refresh (Config.Refresh).
 func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetricInfo, namespace string) (*customTarget, error) {
-	x, err := p.currentIndex()
-	if err != nil {
+	if _, err := p.currentIndex(); err != nil {
 		return nil, err
 	}
 	gvr, gvk, namespaced, err := p.resolver.resolve(info.GroupResource)
 	if err != nil {
-		return nil, notFound(info.GroupResource, info.Metric,
+		return nil, metricNotFound(info.GroupResource, info.Metric, "",
 			fmt.Sprintf("resource %q is not known to the cluster", info.GroupResource.String()))
 	}
 	gr := gvr.GroupResource()
-	e, ok := x.Custom(gr, namespace, info.Metric)
-	if !ok && p.refresh(ctx, fmt.Sprintf("custom %s %t %s", gr, namespace != "", info.Metric)) {
-		if x, err = p.currentIndex(); err != nil {
-			return nil, err
-		}
-		e, ok = x.Custom(gr, namespace, info.Metric)
+	e, x, ok, err := p.lookup(ctx, fmt.Sprintf("custom %s %t %s", gr, namespace != "", info.Metric), "metric "+info.Metric+" for "+gr.String(),
+		func(x MetricIndex) (discovery.Entry, bool) { return x.Custom(gr, namespace, info.Metric) })
+	if err != nil {
+		return nil, err
 	}
 	if !ok {
-		if err := p.pendingError("metric " + info.Metric + " for " + gr.String()); err != nil {
-			return nil, err
-		}
-		return nil, notFound(gr, info.Metric, whyNoCustom(x, gr, namespaced, namespace, info.Metric))
+		return nil, metricNotFound(gr, info.Metric, "", whyNoCustom(x, gr, namespaced, namespace, info.Metric))
 	}
 	return &customTarget{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), metric: info.Metric, entry: e}, nil
 }
@@ -112,12 +106,12 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 	}
 	s, ok := sampleValueOf(values[0])
 	if !ok {
-		q, hasDefault, err := ruleDefault(t.entry.Rule)
+		q, hasDefault, err := defaultValue(t.entry.Rule.Path(), t.entry.Rule.DefaultValue)
 		if err != nil {
 			return nil, err
 		}
 		if !hasDefault {
-			return nil, notFoundFor(t.gr(), t.metric, name.Name,
+			return nil, metricNotFound(t.gr(), t.metric, name.Name,
 				fmt.Sprintf("Prometheus returned no sample with a finite value for it (%s)", t.entry.Rule.Path()))
 		}
 		// The default stands in for a missing sample of an object that
@@ -128,7 +122,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 			return nil, err
 		}
 		if !exists {
-			return nil, notFoundFor(t.gr(), t.metric, name.Name,
+			return nil, metricNotFound(t.gr(), t.metric, name.Name,
 				fmt.Sprintf("no such object, and Prometheus returned no sample for it; the defaultValue of %s is given only to existing objects", t.entry.Rule.Path()))
 		}
 		s = sampleValue{value: q, ts: p.now()}
@@ -139,7 +133,7 @@ func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedNam
 
 // objectExists reports whether the object is in the object cache.
 func (p *Provider) objectExists(ctx context.Context, t *customTarget, name types.NamespacedName) (bool, error) {
-	names, err := p.objects.ListObjects(ctx, t.gvr, name.Namespace, labels.Everything())
+	names, err := p.cfg.Objects.ListObjects(ctx, t.gvr, name.Namespace, labels.Everything())
 	if err != nil {
 		return false, listError(ctx, t, name.Namespace, err)
 	}
@@ -178,7 +172,7 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err != nil {
 		return nil, err
 	}
-	q, hasDefault, err := ruleDefault(t.entry.Rule)
+	q, hasDefault, err := defaultValue(t.entry.Rule.Path(), t.entry.Rule.DefaultValue)
 	if err != nil {
 		return nil, err
 	}
@@ -249,33 +243,23 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 // the names; the caller keeps the names it wants. index, when not nil,
 // returns the index of the names (kept with them by the object cache).
 func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
-	q, err := t.entry.Rule.QueryForSeries(naming.CustomRequest{
-		Series:         t.entry.SeriesName,
-		Resource:       t.gr(),
-		Namespace:      namespace,
-		Names:          names,
-		MetricSelector: metricSelector,
-		AllObjects:     len(names) > p.maxNames,
-		MaxBytes:       p.maxBytes,
+	start := time.Now()
+	q, smps, err := p.query(ctx, t.what(), t.entry.Rule.Backend(), func() (naming.Query, error) {
+		return t.entry.Rule.QueryForSeries(naming.CustomRequest{
+			Series:         t.entry.SeriesName,
+			Resource:       t.gr(),
+			Namespace:      namespace,
+			Names:          names,
+			MetricSelector: metricSelector,
+			AllObjects:     len(names) > p.cfg.MaxNamesInQuery,
+			MaxBytes:       p.cfg.MaxQueryBytes,
+		})
 	})
 	if err != nil {
-		return nil, renderError(ctx, t.what(), err)
-	}
-	if err := limits.CheckQuerySize(t.what(), q.Expr); err != nil {
 		return nil, err
 	}
 	m := sampleMatcher{rule: t.entry.Rule.Path(), metric: t.metric, namespace: namespace, names: names, sharedIndex: index,
 		nanAsZero: t.entry.Rule.NaNAsZero(), found: make([]point, len(names))}
-	querier, err := p.querierFor(t.entry.Rule.Backend(), t.what())
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	// The samples are shared with coalesced callers: read-only.
-	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
-	if err != nil {
-		return nil, apistatus.FromError(ctx, t.what(), err)
-	}
 	for i := range smps {
 		s := &smps[i]
 		name, _ := s.Labels.Get(q.ResourceLabel)
@@ -404,19 +388,6 @@ func sampleValueOf(pt point) (sampleValue, bool) {
 		return sampleValue{}, false
 	}
 	return sampleValue{value: v, ts: pt.ts.Time()}, true
-}
-
-// ruleDefault returns the rule's parsed defaultValue, if any.
-func ruleDefault(r *naming.Rule) (resource.Quantity, bool, error) {
-	d, ok := r.DefaultValue()
-	if !ok {
-		return resource.Quantity{}, false, nil
-	}
-	q, err := parseDefault(r.Path(), d)
-	if err != nil {
-		return resource.Quantity{}, false, internal("%v", err)
-	}
-	return q, true, nil
 }
 
 // apiSelector is the metric selector as the API reports it (nil when it

@@ -12,20 +12,15 @@ import (
 	"github.com/promscaler/promscaler/pkg/apistatus"
 )
 
-// notFound is the library's "metric not found" error with the reason
-// appended, so that `kubectl get --raw` says why: the message keeps the
-// library's wording as its prefix for tools that match it.
-func notFound(gr schema.GroupResource, metric, why string) *apierrors.StatusError {
+// metricNotFound is the library's "metric not found" error (for the object
+// name, when not "") with the reason appended, so that `kubectl get --raw`
+// says why: the message keeps the library's wording as its prefix for
+// tools that match it.
+func metricNotFound(gr schema.GroupResource, metric, name, why string) *apierrors.StatusError {
 	e := cmprovider.NewMetricNotFoundError(gr, metric)
-	if why != "" {
-		e.ErrStatus.Message += ": " + why
+	if name != "" {
+		e = cmprovider.NewMetricNotFoundForError(gr, metric, name)
 	}
-	return e
-}
-
-// notFoundFor is notFound for one named object.
-func notFoundFor(gr schema.GroupResource, metric, name, why string) *apierrors.StatusError {
-	e := cmprovider.NewMetricNotFoundForError(gr, metric, name)
 	if why != "" {
 		e.ErrStatus.Message += ": " + why
 	}

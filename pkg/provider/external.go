@@ -16,7 +16,7 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/pkg/apistatus"
+	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/naming"
 )
@@ -43,26 +43,17 @@ func (t *externalTarget) what() string {
 // else the discovered external rule (looked up again after a refresh
 // when the index lacks it, see Config.Refresh).
 func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string) (*externalTarget, error) {
-	if rs := p.rules(); rs != nil {
+	if rs := p.cfg.Rules(); rs != nil {
 		if q, ok := rs.ExternalQuery(metric); ok {
 			return &externalTarget{metric: metric, path: q.Path(), render: q.Query, def: q.DefaultValue, nanAsZero: q.NaNAsZero(), backend: q.Backend()}, nil
 		}
 	}
-	x, err := p.currentIndex()
+	e, x, ok, err := p.lookup(ctx, "external "+metric, "external metric "+metric,
+		func(x MetricIndex) (discovery.Entry, bool) { return x.External(namespace, metric) })
 	if err != nil {
 		return nil, err
 	}
-	e, ok := x.External(namespace, metric)
-	if !ok && p.refresh(ctx, "external "+metric) {
-		if x, err = p.currentIndex(); err != nil {
-			return nil, err
-		}
-		e, ok = x.External(namespace, metric)
-	}
 	if !ok {
-		if err := p.pendingError("external metric " + metric); err != nil {
-			return nil, err
-		}
 		return nil, externalNotFound(metric, namespace, whyNoExternal(x, metric))
 	}
 	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName,
@@ -118,28 +109,18 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err != nil {
 		return nil, err
 	}
-	q, err := t.render(naming.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
-	if err != nil {
-		return nil, renderError(ctx, t.what(), err)
-	}
-	if err := limits.CheckQuerySize(t.what(), q.Expr); err != nil {
-		return nil, err
-	}
-	querier, err := p.querierFor(t.backend, t.what())
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
+	q, smps, err := p.query(ctx, t.what(), t.backend, func() (naming.Query, error) {
+		return t.render(naming.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
+	})
 	if err != nil {
-		return nil, apistatus.FromError(ctx, t.what(), err)
+		return nil, err
 	}
 	klog.V(4).InfoS("External metrics query", "metric", t.metric, "namespace", namespace, "source", t.path,
 		"queryBytes", len(q.Expr), "samples", len(smps), "duration", time.Since(start))
 
 	list := &external_metrics.ExternalMetricValueList{Items: make([]external_metrics.ExternalMetricValue, 0, len(smps))}
-	// The samples are shared with coalesced callers: read-only. Each
-	// becomes a model.Sample with its labels as a map (external answers
+	// Each sample becomes a model.Sample with its labels as a map (external answers
 	// are small), and, for stable answers, they are ordered by labels.
 	samples := smps.Vector()
 	if len(samples) > 1 {
@@ -169,24 +150,21 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 			Value:        v,
 		})
 	}
-	if len(list.Items) == 0 {
-		d, ok := t.def()
-		if !ok {
-			// As prometheus-adapter: the metric is served, nothing has a
-			// value; the HPA reads an empty list as no metric.
-			return list, nil
-		}
-		v, err := parseDefault(t.path, d)
-		if err != nil {
-			return nil, internal("%v", err)
-		}
-		list.Items = append(list.Items, external_metrics.ExternalMetricValue{
-			MetricName:   t.metric,
-			MetricLabels: map[string]string{},
-			Timestamp:    metav1.NewTime(p.now()),
-			Value:        v,
-		})
+	if len(list.Items) > 0 {
+		return list, nil
 	}
+	// Without a defaultValue, as prometheus-adapter: the metric is
+	// served, nothing has a value; the HPA reads an empty list as no metric.
+	v, ok, err := defaultValue(t.path, t.def)
+	if err != nil || !ok {
+		return list, err
+	}
+	list.Items = append(list.Items, external_metrics.ExternalMetricValue{
+		MetricName:   t.metric,
+		MetricLabels: map[string]string{},
+		Timestamp:    metav1.NewTime(p.now()),
+		Value:        v,
+	})
 	return list, nil
 }
 
@@ -198,7 +176,7 @@ func (p *Provider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
 	if x := p.listIndex(); x != nil {
 		out = append(out, x.ExternalMetrics()...)
 	}
-	if rs := p.rules(); rs != nil {
+	if rs := p.cfg.Rules(); rs != nil {
 		for _, q := range rs.ExternalQueries() {
 			out = append(out, cmprovider.ExternalMetricInfo{Metric: q.Name()})
 		}

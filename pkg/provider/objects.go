@@ -268,11 +268,11 @@ func (p *Provider) listObjects(ctx context.Context, gvr schema.GroupVersionResou
 	var names []string
 	var index func() map[string]int
 	var err error
-	sl, shared := p.objects.(sharedLister)
+	sl, shared := p.cfg.Objects.(sharedLister)
 	if shared {
 		names, index, err = sl.listObjectsShared(ctx, gvr, namespace, selector)
 	} else {
-		names, err = p.objects.ListObjects(ctx, gvr, namespace, selector)
+		names, err = p.cfg.Objects.ListObjects(ctx, gvr, namespace, selector)
 	}
 	if err != nil {
 		return nil, nil, err

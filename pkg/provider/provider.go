@@ -26,7 +26,9 @@ import (
 	"k8s.io/utils/clock"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 )
@@ -136,19 +138,8 @@ const ListRefreshWait = 2 * time.Second
 // Provider serves custom and external metrics from Prometheus. It is safe
 // for concurrent use and holds no per-request state.
 type Provider struct {
-	index    func() MetricIndex
-	rules    func() *naming.RuleSet
-	querier  promclient.SampleQuerier
-	backends map[string]promclient.SampleQuerier
-	pending  func() []string
-	objects  ObjectLister
+	cfg      Config // with the defaults filled in
 	resolver *resolver
-	clock    clock.PassiveClock
-	maxNames int
-	maxBytes int
-	refresh  func(ctx context.Context, key string) bool
-	// refreshList is Config.RefreshList (a no-op when not set).
-	refreshList func(ctx context.Context) bool
 }
 
 var (
@@ -180,45 +171,33 @@ func New(cfg Config) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p := &Provider{
-		index:    cfg.Index,
-		rules:    cfg.Rules,
-		querier:  cfg.Querier,
-		backends: cfg.Backends,
-		pending:  cfg.Pending,
-		objects:  cfg.Objects,
-		clock:    cfg.Clock,
-		maxNames: cfg.MaxNamesInQuery,
-		maxBytes: cfg.MaxQueryBytes,
-		refresh:  cfg.Refresh,
-
-		refreshList: cfg.RefreshList,
+	if cfg.Refresh == nil {
+		cfg.Refresh = func(context.Context, string) bool { return false }
 	}
-	if p.refresh == nil {
-		p.refresh = func(context.Context, string) bool { return false }
+	if cfg.RefreshList == nil {
+		cfg.RefreshList = func(context.Context) bool { return false }
 	}
-	if p.refreshList == nil {
-		p.refreshList = func(context.Context) bool { return false }
+	if cfg.Rules == nil {
+		cfg.Rules = func() *naming.RuleSet { return nil }
 	}
-	if p.rules == nil {
-		p.rules = func() *naming.RuleSet { return nil }
+	if cfg.Pending == nil {
+		cfg.Pending = func() []string { return nil }
 	}
-	if p.clock == nil {
-		p.clock = clock.RealClock{}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
-	p.resolver = newResolver(cfg.Mapper, p.clock)
-	if p.maxNames == 0 {
-		p.maxNames = DefaultMaxNamesInQuery
+	if cfg.MaxNamesInQuery == 0 {
+		cfg.MaxNamesInQuery = DefaultMaxNamesInQuery
 	}
-	if p.maxBytes == 0 {
-		p.maxBytes = DefaultMaxQueryBytes
+	if cfg.MaxQueryBytes == 0 {
+		cfg.MaxQueryBytes = DefaultMaxQueryBytes
 	}
-	return p, nil
+	return &Provider{cfg: cfg, resolver: newResolver(cfg.Mapper, cfg.Clock)}, nil
 }
 
 // currentIndex returns the index, or a 503 before the first discovery.
 func (p *Provider) currentIndex() (MetricIndex, error) {
-	x := p.index()
+	x := p.cfg.Index()
 	if x == nil {
 		return nil, unavailable("metrics discovery has not completed yet; retry shortly")
 	}
@@ -228,27 +207,27 @@ func (p *Provider) currentIndex() (MetricIndex, error) {
 // listIndex returns the index a listing of every metric reads, after
 // Config.RefreshList (nil before the first discovery, without waiting).
 func (p *Provider) listIndex() MetricIndex {
-	if p.index() == nil {
+	if p.cfg.Index() == nil {
 		return nil
 	}
 	// The library's listers give no request context: the wait is bounded here.
 	ctx, cancel := context.WithTimeout(context.Background(), ListRefreshWait)
 	defer cancel()
-	p.refreshList(ctx)
-	return p.index()
+	p.cfg.RefreshList(ctx)
+	return p.cfg.Index()
 }
 
 // now is the timestamp of values that have no sample (defaultValue).
-func (p *Provider) now() time.Time { return p.clock.Now() }
+func (p *Provider) now() time.Time { return p.cfg.Clock.Now() }
 
 // querierFor returns the querier of a rule's backend (what naming.Rule.Backend
 // names), or a 500 for a backend the adapter does not have (the server
 // refuses such rules at load).
 func (p *Provider) querierFor(backend, what string) (promclient.SampleQuerier, error) {
 	if backend == "" || backend == promclient.DefaultBackendName {
-		return p.querier, nil
+		return p.cfg.Querier, nil
 	}
-	if q, ok := p.backends[backend]; ok {
+	if q, ok := p.cfg.Backends[backend]; ok {
 		return q, nil
 	}
 	return nil, internal("%s: the rule names backend %q, which is not defined", what, backend)
@@ -258,11 +237,51 @@ func (p *Provider) querierFor(backend, what string) (promclient.SampleQuerier, e
 // backends' discovery has not completed (the metric may be one of
 // theirs); nil when none is pending.
 func (p *Provider) pendingError(what string) error {
-	if p.pending == nil {
-		return nil
-	}
-	if pending := p.pending(); len(pending) > 0 {
+	if pending := p.cfg.Pending(); len(pending) > 0 {
 		return unavailable("%s is not discovered: discovery has not completed for backend %s; retry shortly", what, strings.Join(pending, ", "))
 	}
 	return nil
+}
+
+// lookup finds the entry find reads from the current index, looking again
+// after Config.Refresh (with key) when the index lacks it. When nothing
+// serves what, ok is false and x is the index read, to explain why (or the
+// error is a 503 while some backend's discovery is pending).
+func (p *Provider) lookup(ctx context.Context, key, what string, find func(MetricIndex) (discovery.Entry, bool)) (e discovery.Entry, x MetricIndex, ok bool, err error) {
+	if x, err = p.currentIndex(); err != nil {
+		return e, nil, false, err
+	}
+	e, ok = find(x)
+	if !ok && p.cfg.Refresh(ctx, key) {
+		if x, err = p.currentIndex(); err != nil {
+			return e, nil, false, err
+		}
+		e, ok = find(x)
+	}
+	if !ok {
+		err = p.pendingError(what)
+	}
+	return e, x, ok, err
+}
+
+// query renders a query, checks its size and runs it on the backend's
+// querier; what names the request in errors. The samples are shared with
+// coalesced callers: read-only.
+func (p *Provider) query(ctx context.Context, what, backend string, render func() (naming.Query, error)) (naming.Query, promclient.Samples, error) {
+	q, err := render()
+	if err != nil {
+		return q, nil, renderError(ctx, what, err)
+	}
+	if err := limits.CheckQuerySize(what, q.Expr); err != nil {
+		return q, nil, err
+	}
+	querier, err := p.querierFor(backend, what)
+	if err != nil {
+		return q, nil, err
+	}
+	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
+	if err != nil {
+		return q, nil, apistatus.FromError(ctx, what, err)
+	}
+	return q, smps, nil
 }

@@ -67,12 +67,16 @@ func Quantity(v float64) (resource.Quantity, error) {
 	return *q, nil
 }
 
-// parseDefault parses a rule's defaultValue (already validated by config
-// loading) with the rule's path for context.
-func parseDefault(path, v string) (resource.Quantity, error) {
+// defaultValue parses the defaultValue def returns, if any (already
+// validated by config loading), naming the rule or entry at path.
+func defaultValue(path string, def func() (string, bool)) (resource.Quantity, bool, error) {
+	v, ok := def()
+	if !ok {
+		return resource.Quantity{}, false, nil
+	}
 	q, err := resource.ParseQuantity(v)
 	if err != nil {
-		return resource.Quantity{}, fmt.Errorf("%s.defaultValue %q: %w", path, v, err)
+		return resource.Quantity{}, false, internal("%s.defaultValue %q: %v", path, v, err)
 	}
-	return q, nil
+	return q, true, nil
 }
