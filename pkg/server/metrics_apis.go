@@ -31,10 +31,27 @@ func installMetricsAPIs(s *genericapiserver.GenericAPIServer, wrap func(runtime.
 	if wrap == nil {
 		wrap = func(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer { return ns }
 	}
-	if err := installCustomMetricsAPI(s, wrap, custom); err != nil {
+	info := metricsGroupInfo(custom_metrics.GroupName, runtime.NewParameterCodec(cmapiserver.Scheme), wrap)
+	if err := installMetricsGroup(s, &info, info.PrioritizedVersions, func(gv *genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion {
+		return &cminstaller.MetricsAPIGroupVersion{
+			DynamicStorage:  cmstorage.NewREST(custom),
+			APIGroupVersion: gv,
+			ResourceLister:  cmprovider.NewCustomMetricResourceLister(custom),
+			Handlers:        &cminstaller.CMHandlers{},
+		}
+	}); err != nil {
 		return fmt.Errorf("installing custom.metrics.k8s.io: %w", err)
 	}
-	if err := installExternalMetricsAPI(s, wrap, external); err != nil {
+	// As the library does: external.metrics.k8s.io in its preferred version only.
+	info = metricsGroupInfo(external_metrics.GroupName, metav1.ParameterCodec, wrap)
+	if err := installMetricsGroup(s, &info, info.PrioritizedVersions[:1], func(gv *genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion {
+		return &cminstaller.MetricsAPIGroupVersion{
+			DynamicStorage:  emstorage.NewREST(external),
+			APIGroupVersion: gv,
+			ResourceLister:  cmprovider.NewExternalMetricResourceLister(external),
+			Handlers:        &cminstaller.EMHandlers{},
+		}
+	}); err != nil {
 		return fmt.Errorf("installing external.metrics.k8s.io: %w", err)
 	}
 	return nil
@@ -48,44 +65,17 @@ func metricsGroupInfo(group string, parameterCodec runtime.ParameterCodec, wrap 
 	return info
 }
 
-func installCustomMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer, p cmprovider.CustomMetricsProvider) error {
-	info := metricsGroupInfo(custom_metrics.GroupName, runtime.NewParameterCodec(cmapiserver.Scheme), wrap)
+// installMetricsGroup installs the REST API of versions (the preferred
+// first) of a metrics group, and the group's discovery, which lists the
+// preferred version only, as the library does.
+func installMetricsGroup(s *genericapiserver.GenericAPIServer, info *genericapiserver.APIGroupInfo, versions []schema.GroupVersion, api func(*genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion) error {
 	container := s.Handler.GoRestfulContainer
-	for i, gv := range info.PrioritizedVersions {
-		api := &cminstaller.MetricsAPIGroupVersion{
-			DynamicStorage:  cmstorage.NewREST(p),
-			APIGroupVersion: metricsAPIGroupVersion(&info, gv),
-			ResourceLister:  cmprovider.NewCustomMetricResourceLister(p),
-			Handlers:        &cminstaller.CMHandlers{},
-		}
-		if err := api.InstallREST(container); err != nil {
+	for _, gv := range versions {
+		if err := api(metricsAPIGroupVersion(info, gv)).InstallREST(container); err != nil {
 			return err
 		}
-		// As the library does: the group's discovery lists the preferred
-		// version only.
-		if i == 0 {
-			group := metricsAPIGroup(gv)
-			s.DiscoveryGroupManager.AddGroup(group)
-			container.Add(discovery.NewAPIGroupHandler(s.Serializer, group).WebService())
-		}
 	}
-	return nil
-}
-
-func installExternalMetricsAPI(s *genericapiserver.GenericAPIServer, wrap func(runtime.NegotiatedSerializer) runtime.NegotiatedSerializer, p cmprovider.ExternalMetricsProvider) error {
-	info := metricsGroupInfo(external_metrics.GroupName, metav1.ParameterCodec, wrap)
-	gv := info.PrioritizedVersions[0]
-	api := &cminstaller.MetricsAPIGroupVersion{
-		DynamicStorage:  emstorage.NewREST(p),
-		APIGroupVersion: metricsAPIGroupVersion(&info, gv),
-		ResourceLister:  cmprovider.NewExternalMetricResourceLister(p),
-		Handlers:        &cminstaller.EMHandlers{},
-	}
-	container := s.Handler.GoRestfulContainer
-	if err := api.InstallREST(container); err != nil {
-		return err
-	}
-	group := metricsAPIGroup(gv)
+	group := metricsAPIGroup(versions[0])
 	s.DiscoveryGroupManager.AddGroup(group)
 	container.Add(discovery.NewAPIGroupHandler(s.Serializer, group).WebService())
 	return nil

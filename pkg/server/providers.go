@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -242,50 +241,50 @@ func withClient(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 }
 
-// quietError turns the error of a request whose client went away, or that
-// ran out of time, into a typed API status: a plain error would be logged
-// by the API server as an internal error, and a client hanging up is not
-// one (apistatus.FromError: 499, or 504 for the deadline). Other errors
-// pass through unchanged.
-func quietError(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil {
-		return err
+// quietly runs a provider call with withClient's context, and turns the
+// error of a request whose client went away, or that ran out of time, into
+// a typed API status: a plain error would be logged by the API server as an
+// internal error, and a client hanging up is not one (apistatus.FromError:
+// 499, or 504 for the deadline). Other errors pass through unchanged.
+func quietly[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := withClient(ctx)
+	defer cancel()
+	v, err := call(ctx)
+	if err != nil && ctx.Err() != nil {
+		err = apistatus.FromError(ctx, "metrics request", err)
 	}
-	return apistatus.FromError(ctx, "metrics request", err)
+	return v, err
 }
 
-// quietCustomProvider applies quietError to a custom metrics cmprovider.
+// quietCustomProvider runs a custom metrics provider's calls quietly.
 type quietCustomProvider struct {
 	cmprovider.CustomMetricsProvider
 }
 
 // GetMetricByName implements cmprovider.CustomMetricsProvider.
 func (q quietCustomProvider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
-	ctx, cancel := withClient(ctx)
-	defer cancel()
-	v, err := q.CustomMetricsProvider.GetMetricByName(ctx, name, info, sel)
-	return v, quietError(ctx, err)
+	return quietly(ctx, func(ctx context.Context) (*custom_metrics.MetricValue, error) {
+		return q.CustomMetricsProvider.GetMetricByName(ctx, name, info, sel)
+	})
 }
 
 // GetMetricBySelector implements cmprovider.CustomMetricsProvider.
 func (q quietCustomProvider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
-	ctx, cancel := withClient(ctx)
-	defer cancel()
-	v, err := q.CustomMetricsProvider.GetMetricBySelector(ctx, namespace, selector, info, sel)
-	return v, quietError(ctx, err)
+	return quietly(ctx, func(ctx context.Context) (*custom_metrics.MetricValueList, error) {
+		return q.CustomMetricsProvider.GetMetricBySelector(ctx, namespace, selector, info, sel)
+	})
 }
 
-// quietExternalProvider applies quietError to an external metrics cmprovider.
+// quietExternalProvider runs an external metrics provider's calls quietly.
 type quietExternalProvider struct {
 	cmprovider.ExternalMetricsProvider
 }
 
 // GetExternalMetric implements cmprovider.ExternalMetricsProvider.
 func (q quietExternalProvider) GetExternalMetric(ctx context.Context, namespace string, sel labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	ctx, cancel := withClient(ctx)
-	defer cancel()
-	v, err := q.ExternalMetricsProvider.GetExternalMetric(ctx, namespace, sel, info)
-	return v, quietError(ctx, err)
+	return quietly(ctx, func(ctx context.Context) (*external_metrics.ExternalMetricValueList, error) {
+		return q.ExternalMetricsProvider.GetExternalMetric(ctx, namespace, sel, info)
+	})
 }
 
 // statusRecorder remembers the status code a handler wrote.
@@ -312,12 +311,6 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap implements responsewriter.UserProvidedDecorator.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// wrapResponseWriter keeps the optional interfaces (Flusher, Hijacker,
-// CloseNotifier) the API server's handlers rely on.
-func wrapResponseWriter(rec *statusRecorder) http.ResponseWriter {
-	return responsewriter.WrapForHTTP1Or2(rec)
-}
 
 // resourceQuerier sends metrics.k8s.io's queries to the backend the
 // current resourceRules name.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
+	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -436,7 +437,9 @@ func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(wrapResponseWriter(rec), detachClientCancel(r))
+		// WrapForHTTP1Or2 keeps the optional interfaces (Flusher, Hijacker,
+		// CloseNotifier) the API server's handlers rely on.
+		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(rec), detachClientCancel(r))
 		code := rec.code
 		if code == 0 {
 			code = http.StatusOK

@@ -678,7 +678,7 @@ func truncateForLog(s string) string {
 	return s
 }
 
-func TestQuietError(t *testing.T) {
+func TestQuietly(t *testing.T) {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
@@ -697,7 +697,7 @@ func TestQuietError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := quietError(tc.ctx, tc.err)
+			_, got := quietly(tc.ctx, func(context.Context) (any, error) { return nil, tc.err })
 			if tc.wantCode == 0 {
 				if got != tc.err {
 					t.Errorf("got %v, want the error unchanged", got)
@@ -730,8 +730,8 @@ func TestWithClientCancelsOnHangUp(t *testing.T) {
 		t.Errorf("cause = %v, want apistatus.ErrClientGone", context.Cause(ctx))
 	}
 	var status apierrors.APIStatus
-	if err := quietError(ctx, errors.New("boom")); !errors.As(err, &status) || status.Status().Code != 499 {
-		t.Errorf("quietError = %v, want a 499 status", err)
+	if _, err := quietly(ctx, func(context.Context) (any, error) { return nil, errors.New("boom") }); !errors.As(err, &status) || status.Status().Code != 499 {
+		t.Errorf("quietly = %v, want a 499 status", err)
 	}
 	// Without the key (e.g. a direct provider call), ctx is unchanged.
 	plain := context.Background()
