@@ -73,11 +73,8 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 		p.prom = deps.Prometheus
 		return &Providers{Custom: p, External: p}, nil
 	}
-	ts := startTestServer(t, factory, promSrv.URL, nil)
-	ts.waitUntil("/readyz", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts := startTestServer(t, testRules, factory, promSrv.URL, nil)
+	ts.waitReady()
 
 	const path = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/some_metric"
 	start := time.Now()

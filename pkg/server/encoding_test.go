@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -146,42 +144,6 @@ func (e countingEncoder) Encode(obj runtime.Object, w io.Writer) error {
 	return e.Encoder.Encode(obj, w)
 }
 
-// startConfiguredServer starts the adapter in-process with fixedProvider,
-// after tweak has adjusted its configuration.
-func startConfiguredServer(t *testing.T, tweak func(*Config)) *testServer {
-	t.Helper()
-	cfg, rulesFile, port := testConfig(t, testRules, "http://127.0.0.1:9", tweak)
-	cfg.NewProviders = func(ProviderDeps) (*Providers, error) {
-		return &Providers{Custom: fixedProvider{}, External: fixedProvider{}}, nil
-	}
-	srv, err := cfg.Complete()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{
-		t:    t,
-		base: fmt.Sprintf("https://127.0.0.1:%d", port),
-		client: &http.Client{
-			Timeout:   10 * time.Second,
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableCompression: true},
-		},
-		errc:      make(chan error, 1),
-		cancel:    cancel,
-		rulesFile: rulesFile,
-	}
-	go func() { ts.errc <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		ts.client.CloseIdleConnections()
-		cancel()
-	})
-	ts.waitUntil("/readyz", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
-	return ts
-}
-
 // answer is what a request got: status, content type and body.
 type answer struct {
 	Code        int
@@ -279,14 +241,14 @@ func TestServerEncodingUnchanged(t *testing.T) {
 		t.Skip("starts two full API servers")
 	}
 	want := make(map[string]answer, len(encodingRequests))
-	lib := startConfiguredServer(t, func(c *Config) { c.libraryMetricsAPIs = true })
+	lib := startReadyServer(t, fixedProvider{}, fixedProvider{}, func(c *Config) { c.libraryMetricsAPIs = true })
 	for _, r := range encodingRequests {
 		want[r.name] = lib.do(r)
 	}
 	lib.stop()
 
 	var libraryLists atomic.Int64
-	ts := startConfiguredServer(t, func(c *Config) {
+	ts := startReadyServer(t, fixedProvider{}, fixedProvider{}, func(c *Config) {
 		c.MetricsSerializer = func(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
 			return apiencode.NewNegotiatedSerializer(countingSerializer{NegotiatedSerializer: ns, lists: &libraryLists})
 		}

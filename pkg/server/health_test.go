@@ -42,15 +42,12 @@ func TestHealthNotBehindStalledMetricRequests(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
-	ts := startTestServer(t, DefaultProviders, fake.URL, func(c *Config) {
+	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) {
 		c.APIServer.GenericConfig.MaxRequestsInFlight = inFlight
 		// Longer than the test: the requests stay stalled until released.
 		c.Prometheus.Timeout = time.Minute
 	})
-	ts.waitUntil("/readyz after the first discovery", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts.waitReady()
 
 	arrived, release := fake.Hold(inFlight)
 	defer release()
@@ -165,13 +162,10 @@ func TestReadinessTellsTheTruth(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
-	ts := startTestServer(t, DefaultProviders, fake.URL, func(c *Config) {
+	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) {
 		c.ConfigReloadInterval = 20 * time.Millisecond
 	})
-	ts.waitUntil("/readyz after the first discovery", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts.waitReady()
 	_, body := ts.get("/readyz?verbose")
 	for _, want := range []string{"[+]config-loaded ok", "[+]metrics-discovery ok", "[+]kube-apiserver ok"} {
 		if !strings.Contains(body, want) {

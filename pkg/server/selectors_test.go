@@ -14,7 +14,7 @@ import (
 // naming it (custom-metrics-apiserver's storage alone answers a 500), a
 // valid one is served as before.
 func TestBadMetricLabelSelector(t *testing.T) {
-	ts := startConfiguredServer(t, nil)
+	ts := startReadyServer(t, fixedProvider{}, fixedProvider{}, nil)
 	for _, tc := range []struct {
 		name, path string
 		wantCode   int

@@ -170,13 +170,6 @@ type testServer struct {
 	rulesFile string
 }
 
-// startTestServer starts the adapter with the given providers factory and
-// Prometheus URL against a fake Kubernetes API, with extra flags.
-func startTestServer(t *testing.T, factory ProvidersFactory, promURL string, tweak func(*Config)) *testServer {
-	t.Helper()
-	return startTestServerWithRules(t, testRules, factory, promURL, tweak)
-}
-
 // testConfig configures an in-process adapter on a free loopback port:
 // the given rules, a fake Kubernetes API for the lister, authentication and
 // authorization, Prometheus at promURL; tweak, when not nil, adjusts it.
@@ -236,8 +229,11 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 	return cfg, rulesFile, port
 }
 
-// startTestServerWithRules is startTestServer with a given rules file.
-func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFactory, promURL string, tweak func(*Config)) *testServer {
+// startTestServer starts the adapter in-process with the given rules,
+// providers factory and Prometheus URL against a fake Kubernetes API;
+// tweak, when not nil, adjusts its configuration. Its client does not ask
+// for compression (a test that wants it says so).
+func startTestServer(t *testing.T, rules string, factory ProvidersFactory, promURL string, tweak func(*Config)) *testServer {
 	t.Helper()
 	cfg, rulesFile, port := testConfig(t, rules, promURL, tweak)
 	cfg.NewProviders = factory
@@ -248,7 +244,7 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 		base: fmt.Sprintf("https://127.0.0.1:%d", port),
 		client: &http.Client{
 			Timeout:   10 * time.Second,
-			Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableCompression: true},
 		},
 		errc:      make(chan error, 1),
 		cancel:    cancel,
@@ -270,29 +266,31 @@ func startTestServerWithRules(t *testing.T, rules string, factory ProvidersFacto
 }
 
 // startReadyServer starts the adapter with the given providers (no
-// Prometheus behind them) and waits until it is ready.
-func startReadyServer(t *testing.T, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider) *testServer {
+// Prometheus behind them), tweak adjusting its configuration, and waits
+// until it is ready.
+func startReadyServer(t *testing.T, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider, tweak func(*Config)) *testServer {
 	t.Helper()
 	factory := func(ProviderDeps) (*Providers, error) {
 		return &Providers{Custom: custom, External: external}, nil
 	}
-	ts := startTestServer(t, factory, "http://127.0.0.1:9", nil)
+	ts := startTestServer(t, testRules, factory, "http://127.0.0.1:9", tweak)
+	ts.waitReady()
+	return ts
+}
+
+// waitReady waits until /readyz answers 200.
+func (ts *testServer) waitReady() {
+	ts.t.Helper()
 	ts.waitUntil("/readyz", func() bool {
 		code, _ := ts.get("/readyz")
 		return code == http.StatusOK
 	})
-	return ts
 }
 
 func (ts *testServer) get(path string) (int, string) {
 	ts.t.Helper()
-	resp, err := ts.client.Get(ts.base + path)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, body, _ := ts.getWithHeader(path)
+	return code, body
 }
 
 func (ts *testServer) getWithHeader(path string) (int, string, http.Header) {
@@ -341,7 +339,7 @@ func TestServerServesDiscoveryMetricsAndReadiness(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	fp := &fakeProviders{}
-	ts := startTestServer(t, fp.factory, "http://127.0.0.1:9", func(c *Config) { c.ConfigReloadInterval = 20 * time.Millisecond })
+	ts := startTestServer(t, testRules, fp.factory, "http://127.0.0.1:9", func(c *Config) { c.ConfigReloadInterval = 20 * time.Millisecond })
 	get, waitUntil, rulesFile := ts.get, ts.waitUntil, ts.rulesFile
 
 	// Up but not ready: the discovery check fails /readyz, not /livez.
@@ -444,12 +442,9 @@ func TestServerWithDiscoveryAndProvider(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "shop", "pod": "cart"},
 	})
 	defer fake.Close()
-	ts := startTestServer(t, DefaultProviders, fake.URL, nil)
+	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, nil)
 
-	ts.waitUntil("/readyz after the first discovery", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts.waitReady()
 	code, body := ts.get("/apis/custom.metrics.k8s.io/v1beta2")
 	if code != http.StatusOK || !strings.Contains(body, `"name":"pods/http_requests_per_second"`) ||
 		!strings.Contains(body, `"name":"namespaces/http_requests_per_second"`) {
@@ -524,7 +519,7 @@ func TestServerClientHangUp(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	bp := blockingProvider{entered: make(chan struct{}, 1)}
-	ts := startReadyServer(t, bp, bp)
+	ts := startReadyServer(t, bp, bp, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.base+"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/pod-a/some_metric", nil)
 	if err != nil {
@@ -568,11 +563,8 @@ func TestServerInstallsResourceMetrics(t *testing.T) {
 		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
 	})
 	defer fake.Close()
-	ts := startTestServerWithRules(t, testRules+testResourceRules, DefaultProviders, fake.URL, nil)
-	ts.waitUntil("/readyz", func() bool {
-		code, _ := ts.get("/readyz")
-		return code == http.StatusOK
-	})
+	ts := startTestServer(t, testRules+testResourceRules, DefaultProviders, fake.URL, nil)
+	ts.waitReady()
 	for _, tc := range []struct{ path, want string }{
 		{"/apis/metrics.k8s.io/v1beta1", `"name":"pods"`},
 		{"/apis/metrics.k8s.io/v1beta1", `"name":"nodes"`},
@@ -642,7 +634,7 @@ func TestServerPrometheusFaults(t *testing.T) {
 	}))
 	defer front.Close()
 
-	ts := startTestServer(t, DefaultProviders, front.URL, func(c *Config) { c.Prometheus.Timeout = 300 * time.Millisecond })
+	ts := startTestServer(t, testRules, DefaultProviders, front.URL, func(c *Config) { c.Prometheus.Timeout = 300 * time.Millisecond })
 	ts.waitUntil("/readyz to report discovery failing", func() bool {
 		code, body := ts.get("/readyz?verbose")
 		return code == http.StatusInternalServerError && strings.Contains(body, "[-]discovery failed") ||
