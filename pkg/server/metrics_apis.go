@@ -32,25 +32,19 @@ func installMetricsAPIs(s *genericapiserver.GenericAPIServer, wrap func(runtime.
 		wrap = func(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer { return ns }
 	}
 	info := metricsGroupInfo(custom_metrics.GroupName, runtime.NewParameterCodec(cmapiserver.Scheme), wrap)
-	if err := installMetricsGroup(s, &info, info.PrioritizedVersions, func(gv *genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion {
-		return &cminstaller.MetricsAPIGroupVersion{
-			DynamicStorage:  cmstorage.NewREST(custom),
-			APIGroupVersion: gv,
-			ResourceLister:  cmprovider.NewCustomMetricResourceLister(custom),
-			Handlers:        &cminstaller.CMHandlers{},
-		}
+	if err := installMetricsGroup(s, &info, info.PrioritizedVersions, cminstaller.MetricsAPIGroupVersion{
+		DynamicStorage: cmstorage.NewREST(custom),
+		ResourceLister: cmprovider.NewCustomMetricResourceLister(custom),
+		Handlers:       &cminstaller.CMHandlers{},
 	}); err != nil {
 		return fmt.Errorf("installing custom.metrics.k8s.io: %w", err)
 	}
 	// As the library does: external.metrics.k8s.io in its preferred version only.
 	info = metricsGroupInfo(external_metrics.GroupName, metav1.ParameterCodec, wrap)
-	if err := installMetricsGroup(s, &info, info.PrioritizedVersions[:1], func(gv *genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion {
-		return &cminstaller.MetricsAPIGroupVersion{
-			DynamicStorage:  emstorage.NewREST(external),
-			APIGroupVersion: gv,
-			ResourceLister:  cmprovider.NewExternalMetricResourceLister(external),
-			Handlers:        &cminstaller.EMHandlers{},
-		}
+	if err := installMetricsGroup(s, &info, info.PrioritizedVersions[:1], cminstaller.MetricsAPIGroupVersion{
+		DynamicStorage: emstorage.NewREST(external),
+		ResourceLister: cmprovider.NewExternalMetricResourceLister(external),
+		Handlers:       &cminstaller.EMHandlers{},
 	}); err != nil {
 		return fmt.Errorf("installing external.metrics.k8s.io: %w", err)
 	}
@@ -65,13 +59,15 @@ func metricsGroupInfo(group string, parameterCodec runtime.ParameterCodec, wrap 
 	return info
 }
 
-// installMetricsGroup installs the REST API of versions (the preferred
-// first) of a metrics group, and the group's discovery, which lists the
-// preferred version only, as the library does.
-func installMetricsGroup(s *genericapiserver.GenericAPIServer, info *genericapiserver.APIGroupInfo, versions []schema.GroupVersion, api func(*genericapi.APIGroupVersion) *cminstaller.MetricsAPIGroupVersion) error {
+// installMetricsGroup installs api (its storage, lister and handlers) in
+// versions (the preferred first) of a metrics group, and the group's
+// discovery, which lists the preferred version only, as the library does.
+func installMetricsGroup(s *genericapiserver.GenericAPIServer, info *genericapiserver.APIGroupInfo, versions []schema.GroupVersion, api cminstaller.MetricsAPIGroupVersion) error {
 	container := s.Handler.GoRestfulContainer
 	for _, gv := range versions {
-		if err := api(metricsAPIGroupVersion(info, gv)).InstallREST(container); err != nil {
+		v := api
+		v.APIGroupVersion = metricsAPIGroupVersion(info, gv)
+		if err := v.InstallREST(container); err != nil {
 			return err
 		}
 	}

@@ -581,7 +581,7 @@ const testResourceRules = `resourceRules:
   cpu:
     containerQuery: 'sum by (<<.GroupBy>>) (irate(container_cpu_usage_seconds_total{<<.LabelMatchers>>,container!="",pod!=""}[4m]))'
     nodeQuery: 'sum by (<<.GroupBy>>) (irate(node_cpu_usage_seconds_total{<<.LabelMatchers>>}[4m]))'
-    resources:
+    resources: &resources
       overrides:
         namespace: {resource: namespace}
         node: {resource: node}
@@ -590,11 +590,7 @@ const testResourceRules = `resourceRules:
   memory:
     containerQuery: 'sum by (<<.GroupBy>>) (container_memory_working_set_bytes{<<.LabelMatchers>>,container!="",pod!=""})'
     nodeQuery: 'sum by (<<.GroupBy>>) (node_memory_working_set_bytes{<<.LabelMatchers>>})'
-    resources:
-      overrides:
-        namespace: {resource: namespace}
-        node: {resource: node}
-        pod: {resource: pod}
+    resources: *resources
     containerLabel: container
   window: 5m
 `
