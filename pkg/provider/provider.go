@@ -15,6 +15,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -183,15 +184,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Pending == nil {
 		cfg.Pending = func() []string { return nil }
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.MaxNamesInQuery == 0 {
-		cfg.MaxNamesInQuery = DefaultMaxNamesInQuery
-	}
-	if cfg.MaxQueryBytes == 0 {
-		cfg.MaxQueryBytes = DefaultMaxQueryBytes
-	}
+	cfg.Clock = cmp.Or[clock.PassiveClock](cfg.Clock, clock.RealClock{})
+	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, DefaultMaxNamesInQuery)
+	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
 	return &Provider{cfg: cfg, resolver: newResolver(cfg.Mapper, cfg.Clock)}, nil
 }
 
