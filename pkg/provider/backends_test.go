@@ -26,25 +26,19 @@ import (
 
 const backendsRules = `
 rules:
-- seriesQuery: '{__name__="reqs",namespace!="",pod_name!=""}'
+- &reqs
+  seriesQuery: '{__name__="reqs",namespace!="",pod_name!=""}'
   resources: {overrides: {namespace: {resource: namespace}, pod_name: {resource: pod}}}
   name: {as: default_reqs}
   metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-- seriesQuery: '{__name__="reqs",namespace!="",pod_name!=""}'
-  resources: {overrides: {namespace: {resource: namespace}, pod_name: {resource: pod}}}
-  name: {as: thanos_reqs}
-  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-  backend: thanos
+- {<<: *reqs, name: {as: thanos_reqs}, backend: thanos}
 externalRules:
-- seriesQuery: '{__name__="queue"}'
+- &queue
+  seriesQuery: '{__name__="queue"}'
   resources: {namespaced: false}
   name: {as: default_queue}
   metricsQuery: 'sum(<<.Series>>)'
-- seriesQuery: '{__name__="queue"}'
-  resources: {namespaced: false}
-  name: {as: thanos_queue}
-  metricsQuery: 'sum(<<.Series>>)'
-  backend: thanos
+- {<<: *queue, name: {as: thanos_queue}, backend: thanos}
 externalQueries:
 - {name: thanos_fixed, query: 'sum(queue)', backend: thanos}
 - {name: default_fixed, query: 'sum(queue)'}

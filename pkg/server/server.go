@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -167,14 +168,6 @@ type Config struct {
 	libraryMetricsAPIs bool
 }
 
-// maxAge is the effective discovery look-back.
-func (c *Config) maxAge() time.Duration {
-	if c.MaxAge == 0 {
-		return c.RelistInterval
-	}
-	return c.MaxAge
-}
-
 // loadRules reads and parses the rules files, logging their warnings. A
 // query Prometheus would reject loads with an error logged, as
 // prometheus-adapter loads it, unless strict.
@@ -266,7 +259,7 @@ func (c *Config) Complete() (*Server, error) {
 		Metrics:           m,
 		Configs:           rules,
 		RelistInterval:    c.RelistInterval,
-		MaxAge:            c.maxAge(),
+		MaxAge:            cmp.Or(c.MaxAge, c.RelistInterval),
 		DiscoveryStrategy: c.DiscoveryStrategy,
 		TeamRules:         c.TeamRules,
 	})
