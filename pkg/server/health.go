@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/reload"
 )
 
 // healthPaths are the endpoints of the liveness and readiness probes; a

@@ -23,15 +23,15 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/internal/reload"
-	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/teamrules"
 )
 
 // DefaultProviders is the providers factory the server uses: discovery

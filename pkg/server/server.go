@@ -37,12 +37,12 @@ import (
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/internal/servertiming"
-	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/pkg/teamrules"
 )
 
 // Providers is the seam between the server and the metrics providers

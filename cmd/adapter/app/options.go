@@ -16,12 +16,12 @@ import (
 	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
 
 	"github.com/promscaler/promscaler/internal/certauth"
-	"github.com/promscaler/promscaler/internal/reload"
-	"github.com/promscaler/promscaler/internal/teamrules"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/server"
+	"github.com/promscaler/promscaler/pkg/teamrules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 

@@ -27,12 +27,12 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/explain"
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/reload"
 )
 
 // Exit codes of the tools.

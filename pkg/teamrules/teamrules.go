@@ -34,8 +34,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/reload"
 	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
