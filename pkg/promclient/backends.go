@@ -233,7 +233,7 @@ func httpConfigKey(n *yaml.Node) string {
 
 // entryNodes returns the mapping nodes of the backends list.
 func entryNodes(root *yaml.Node) []*yaml.Node {
-	list := keyValue(docMapping(root), "backends")
+	_, list := mappingEntry(docMapping(root), "backends")
 	if list == nil || list.Kind != yaml.SequenceNode {
 		return nil
 	}
@@ -250,28 +250,22 @@ func docMapping(root *yaml.Node) *yaml.Node {
 
 // keyNode returns the key node of key in mapping n, nil when absent.
 func keyNode(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i]
-		}
-	}
-	return nil
+	k, _ := mappingEntry(n, key)
+	return k
 }
 
-// keyValue returns the value node of key in mapping n, nil when absent.
-func keyValue(n *yaml.Node, key string) *yaml.Node {
+// mappingEntry returns the key and value nodes of key in mapping n, nils
+// when absent.
+func mappingEntry(n *yaml.Node, key string) (k, v *yaml.Node) {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+		return nil, nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1]
+			return n.Content[i], n.Content[i+1]
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // yamlLineRE finds yaml.v3's "line N: " prefixes.

@@ -147,7 +147,7 @@ func (o *Options) Validate() []error {
 		}
 	}
 	if o.CAFile != "" {
-		if _, err := loadCAPool(o.CAFile); err != nil {
+		if err := checkCAFile(o.CAFile); err != nil {
 			add("--prometheus-ca-file: %v", err)
 		}
 	}
@@ -279,16 +279,15 @@ func (o *Options) NewClient(m *metrics.Metrics) (*Client, error) {
 	return NewForBackend(b, m, nil)
 }
 
-func loadCAPool(path string) (*x509.CertPool, error) {
+func checkCAFile(path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("no PEM certificate found in %s", path)
+	if !x509.NewCertPool().AppendCertsFromPEM(data) {
+		return fmt.Errorf("no PEM certificate found in %s", path)
 	}
-	return pool, nil
+	return nil
 }
 
 func checkSecretFile(path string) error {

@@ -55,11 +55,6 @@ func (v *verbClient) Do(ctx context.Context, req *http.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, err
 	}
-	return v.send(ctx, req, st)
-}
-
-// send sends req and records the answer's status code.
-func (v *verbClient) send(ctx context.Context, req *http.Request, st *requestState) (*http.Response, []byte, error) {
 	resp, body, err := v.inner.Do(ctx, req)
 	if st != nil && resp != nil {
 		st.status = resp.StatusCode
@@ -75,16 +70,9 @@ func (v *verbClient) send(ctx context.Context, req *http.Request, st *requestSta
 // returns: decode must not keep any part of it.
 func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values, decode func(code int, body []byte)) error {
 	st, _ := ctx.Value(requestStateKey{}).(*requestState)
-	if st != nil && st.timeout > 0 {
-		args.Set("timeout", formatTimeout(st.timeout))
-	}
-	encoded := args.Encode()
+	encoded := st.encode(args)
 	u.RawQuery = ""
-	method := v.verb
-	if method == http.MethodGet && len(u.String())+1+len(encoded) > MaxGETURLLength {
-		method = http.MethodPost
-	}
-	req, err := newArgsRequest(ctx, method, u, encoded)
+	req, err := newArgsRequest(ctx, v.method(u, encoded), u, encoded)
 	if err != nil {
 		return err
 	}
@@ -150,6 +138,24 @@ func putBodyBuffer(b *bytes.Buffer) {
 	bodyBuffers.Put(b)
 }
 
+// method is the configured verb, or POST when a GET of u with the encoded
+// arguments would be longer than MaxGETURLLength.
+func (v *verbClient) method(u url.URL, encoded string) string {
+	if v.verb == http.MethodGet && len(u.String())+1+len(encoded) > MaxGETURLLength {
+		return http.MethodPost
+	}
+	return v.verb
+}
+
+// encode encodes the arguments of a call, with the timeout to send when st
+// has one.
+func (st *requestState) encode(args url.Values) string {
+	if st != nil && st.timeout > 0 {
+		args.Set("timeout", formatTimeout(st.timeout))
+	}
+	return args.Encode()
+}
+
 // newArgsRequest builds a GET with the encoded arguments in the URL or a
 // form POST with them in the body.
 func newArgsRequest(ctx context.Context, method string, u url.URL, encoded string) (*http.Request, error) {
@@ -172,7 +178,7 @@ func (v *verbClient) rewrite(req *http.Request, st *requestState) (*http.Request
 	if req.Method != http.MethodGet && !isForm {
 		return req, nil
 	}
-	var args url.Values
+	raw := req.URL.RawQuery
 	if isForm {
 		if req.GetBody == nil {
 			return req, nil
@@ -181,24 +187,18 @@ func (v *verbClient) rewrite(req *http.Request, st *requestState) (*http.Request
 		if err != nil {
 			return nil, fmt.Errorf("reading request arguments: %w", err)
 		}
-		raw, err := io.ReadAll(rc)
+		body, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
 			return nil, fmt.Errorf("reading request arguments: %w", err)
 		}
-		if args, err = url.ParseQuery(string(raw)); err != nil {
-			return nil, fmt.Errorf("parsing request arguments: %w", err)
-		}
-	} else {
-		var err error
-		if args, err = url.ParseQuery(req.URL.RawQuery); err != nil {
-			return nil, fmt.Errorf("parsing request arguments: %w", err)
-		}
+		raw = string(body)
 	}
-	if st != nil && st.timeout > 0 {
-		args.Set("timeout", formatTimeout(st.timeout))
+	args, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing request arguments: %w", err)
 	}
-	encoded := args.Encode()
+	encoded := st.encode(args)
 
 	u := *req.URL
 	u.RawQuery = ""
@@ -206,19 +206,9 @@ func (v *verbClient) rewrite(req *http.Request, st *requestState) (*http.Request
 	if isForm {
 		// client_golang chose POST for an endpoint that accepts both; honour
 		// the configured verb unless the URL would be too long for GET.
-		method = v.verb
-		if method == http.MethodGet && len(u.String())+1+len(encoded) > MaxGETURLLength {
-			method = http.MethodPost
-		}
+		method = v.method(u, encoded)
 	}
-	var out *http.Request
-	var err error
-	if method == http.MethodGet {
-		u.RawQuery = encoded
-		out, err = http.NewRequestWithContext(req.Context(), http.MethodGet, u.String(), nil)
-	} else {
-		out, err = http.NewRequestWithContext(req.Context(), http.MethodPost, u.String(), strings.NewReader(encoded))
-	}
+	out, err := newArgsRequest(req.Context(), method, u, encoded)
 	if err != nil {
 		return nil, err
 	}
