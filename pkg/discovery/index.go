@@ -3,6 +3,7 @@ package discovery
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -479,7 +480,7 @@ func (b *builder) finish() *Index {
 		ruleMetrics: map[string]int{},
 	}
 	for k, m := range b.custom {
-		cs := freeze(m, k.namespaced)
+		cs, _ := freeze(m, func(*naming.Rule) bool { return k.namespaced })
 		if len(cs) == 0 {
 			continue
 		}
@@ -489,7 +490,7 @@ func (b *builder) finish() *Index {
 		x.conflicts = append(x.conflicts, conflicts(naming.CustomMetricsAPI, k.gr, k.namespaced, k.metric, cs)...)
 	}
 	for metric, m := range b.external {
-		cs, unscoped := freezeExternal(m)
+		cs, unscoped := freeze(m, (*naming.Rule).Namespaced)
 		if len(unscoped) > 0 {
 			if x.unscoped == nil {
 				x.unscoped = map[string][]Entry{}
@@ -520,52 +521,26 @@ func countRules(counts map[string]int, cs []Candidate) {
 	}
 }
 
-// freeze turns candidates into a slice in winner order. Namespaced
-// candidates without namespaces are dropped.
-func freeze(m map[candKey]*candidateBuilder, namespaced bool) []Candidate {
-	cs := make([]Candidate, 0, len(m))
-	for _, c := range m {
-		var nss []string
-		if namespaced {
-			if len(c.namespaces) == 0 {
-				continue
-			}
-			nss = sortedKeys(c.namespaces)
-		}
-		cs = append(cs, Candidate{Entry: Entry{Rule: c.rule, SeriesName: c.series}, Namespaces: nss})
-	}
-	slices.SortFunc(cs, compareCandidate)
-	return cs
-}
-
-// freezeExternal is freeze for external candidates, whose scope is their
-// rule's resources.namespaced. Namespaced candidates present in no
-// namespace are returned apart, sorted like candidates.
-func freezeExternal(m map[candKey]*candidateBuilder) (cs []Candidate, unscoped []Entry) {
+// freeze turns candidates into a slice in winner order, namespaces as
+// sorted slices; namespaced(rule) says whether a candidate is scoped by
+// namespace. Namespaced candidates present in no namespace are returned
+// apart, sorted like candidates.
+func freeze(m map[candKey]*candidateBuilder, namespaced func(*naming.Rule) bool) (cs []Candidate, unscoped []Entry) {
 	cs = make([]Candidate, 0, len(m))
 	for _, c := range m {
 		var nss []string
-		if c.rule.Namespaced() {
+		if namespaced(c.rule) {
 			if len(c.namespaces) == 0 {
 				unscoped = append(unscoped, Entry{Rule: c.rule, SeriesName: c.series})
 				continue
 			}
-			nss = sortedKeys(c.namespaces)
+			nss = slices.Sorted(maps.Keys(c.namespaces))
 		}
 		cs = append(cs, Candidate{Entry: Entry{Rule: c.rule, SeriesName: c.series}, Namespaces: nss})
 	}
 	slices.SortFunc(cs, compareCandidate)
 	slices.SortFunc(unscoped, func(a, b Entry) int { return compareCandidate(Candidate{Entry: a}, Candidate{Entry: b}) })
 	return cs, unscoped
-}
-
-func sortedKeys(m map[string]struct{}) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func compareCandidate(a, b Candidate) int {
@@ -651,7 +626,7 @@ func shadowedNamespaces(out []Conflict, base Conflict, cs []Candidate, j int, ow
 		}
 		owner[ns] = j
 	}
-	for _, i := range sortedInts(byWinner) {
+	for _, i := range slices.Sorted(maps.Keys(byWinner)) {
 		c := base
 		c.Namespaced, c.Winner, c.Shadowed, c.Namespaces = true, cs[i].Entry, cs[j].Entry, byWinner[i]
 		out = append(out, c)
@@ -679,7 +654,7 @@ func externalConflicts(metric string, cs []Candidate) []Conflict {
 			for ns, i := range owner {
 				byWinner[i] = append(byWinner[i], ns)
 			}
-			for _, i := range sortedInts(byWinner) {
+			for _, i := range slices.Sorted(maps.Keys(byWinner)) {
 				slices.Sort(byWinner[i])
 				out = append(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric, Namespaced: true, Winner: cs[i].Entry, Shadowed: c.Entry, Namespaces: byWinner[i]})
 			}
@@ -687,15 +662,6 @@ func externalConflicts(metric string, cs []Candidate) []Conflict {
 		}
 		out = shadowedNamespaces(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric}, cs, j, owner)
 	}
-	return out
-}
-
-func sortedInts(m map[int][]string) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 
