@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -615,18 +616,15 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 
 	results := make([]fetchResult, len(plans))
 	errs := make([]error, len(plans))
-	sem := make(chan struct{}, d.concurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(d.concurrency)
 	for i, p := range plans {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			results[i], errs[i] = d.fetch(ctx, p, start)
-		}()
+			return nil // each seriesQuery's failure is its own
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 
 	var in []RuleSeries
 	// Per backend: complete when each of its seriesQueries has an answer

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/pkg/naming"
@@ -77,27 +77,17 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	rows := make([][][]naming.Series, len(jobs)) // job -> rule index in job -> rows
-	var (
-		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
-	)
+	// The first failure cancels the other names' requests.
+	g, gctx := errgroup.WithContext(ctx)
+send:
 	for i, jb := range jobs {
-		acquired := false
 		select {
 		case d.nameSlots <- struct{}{}:
-			acquired = true
-		case <-ctx.Done():
+		case <-gctx.Done():
+			break send
 		}
-		if !acquired {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			defer func() { <-d.nameSlots }()
 			a := &nameAsker{
 				sel:    sel,
@@ -110,22 +100,16 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 				values: map[string][]string{},
 				labels: map[string]map[string]bool{},
 			}
-			out, err := a.rows(ctx, p.rules, jb.rules)
+			out, err := a.rows(gctx, p.rules, jb.rules)
 			if err != nil {
-				errMu.Lock()
-				if firstErr == nil {
-					firstErr = fmt.Errorf("discovering series %q of seriesQuery %q: %w", jb.name, p.seriesQuery, err)
-				}
-				errMu.Unlock()
-				cancel()
-				return
+				return fmt.Errorf("discovering series %q of seriesQuery %q: %w", jb.name, p.seriesQuery, err)
 			}
 			rows[i] = out
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return fetchResult{}, firstErr
+	if err := g.Wait(); err != nil {
+		return fetchResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
