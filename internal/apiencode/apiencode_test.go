@@ -254,13 +254,8 @@ func (g *gen) count() int {
 }
 
 func (g *gen) customList() *custom_metrics.MetricValueList {
-	l := &custom_metrics.MetricValueList{TypeMeta: g.typeMeta(), ListMeta: g.listMeta()}
-	n := g.count()
-	if n >= 0 {
-		l.Items = make([]custom_metrics.MetricValue, 0, n)
-	}
-	for range n {
-		l.Items = append(l.Items, custom_metrics.MetricValue{
+	return &custom_metrics.MetricValueList{TypeMeta: g.typeMeta(), ListMeta: g.listMeta(), Items: genItems(g, func() custom_metrics.MetricValue {
+		return custom_metrics.MetricValue{
 			TypeMeta: g.typeMeta(),
 			DescribedObject: custom_metrics.ObjectReference{
 				Kind: g.str(), Namespace: g.str(), Name: g.str(), UID: apitypes.UID(g.str()),
@@ -270,28 +265,34 @@ func (g *gen) customList() *custom_metrics.MetricValueList {
 			Timestamp:     g.time(),
 			WindowSeconds: g.window(),
 			Value:         g.quantity(),
-		})
-	}
-	return l
+		}
+	})}
 }
 
 func (g *gen) externalList() *external_metrics.ExternalMetricValueList {
-	l := &external_metrics.ExternalMetricValueList{TypeMeta: g.typeMeta(), ListMeta: g.listMeta()}
-	n := g.count()
-	if n >= 0 {
-		l.Items = make([]external_metrics.ExternalMetricValue, 0, n)
-	}
-	for range n {
-		l.Items = append(l.Items, external_metrics.ExternalMetricValue{
+	return &external_metrics.ExternalMetricValueList{TypeMeta: g.typeMeta(), ListMeta: g.listMeta(), Items: genItems(g, func() external_metrics.ExternalMetricValue {
+		return external_metrics.ExternalMetricValue{
 			TypeMeta:      g.typeMeta(),
 			MetricName:    g.str(),
 			MetricLabels:  g.labels(),
 			Timestamp:     g.time(),
 			WindowSeconds: g.window(),
 			Value:         g.quantity(),
-		})
+		}
+	})}
+}
+
+// genItems returns g.count() items made by item: nil, none, or 1 to 12.
+func genItems[T any](g *gen, item func() T) []T {
+	n := g.count()
+	if n < 0 {
+		return nil
 	}
-	return l
+	out := make([]T, n)
+	for i := range out {
+		out[i] = item()
+	}
+	return out
 }
 
 // checkGenerated encodes one random custom and one random external list
