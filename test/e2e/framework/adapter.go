@@ -80,12 +80,8 @@ type Adapter struct {
 // ExternalName Service pointing at localhost) and waits until every
 // APIService is Available. If the adapter exits saying it is not
 // implemented, the error wraps ErrNotImplemented.
-func (e *Env) StartAdapter(ctx context.Context, cfg AdapterConfig) (a *Adapter, err error) {
-	err = retryPortClash(func() error {
-		a, err = e.startAdapter(ctx, cfg)
-		return err
-	})
-	return a, err
+func (e *Env) StartAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, error) {
+	return retryPortClash(func() (*Adapter, error) { return e.startAdapter(ctx, cfg) })
 }
 
 func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, error) {

@@ -129,11 +129,10 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.PKI, err = newPKI(filepath.Join(e.Dir, "pki")); err != nil {
 		return nil, err
 	}
-	if err := retryPortClash(func() error { return e.startEtcd(ctx) }); err != nil {
-		return nil, err
-	}
-	if err := retryPortClash(func() error { return e.startAPIServer(ctx) }); err != nil {
-		return nil, err
+	for _, start := range []func(context.Context) error{e.startEtcd, e.startAPIServer} {
+		if _, err := retryPortClash(func() (struct{}, error) { return struct{}{}, start(ctx) }); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.EnsureNamespace(ctx, "default"); err != nil {
 		return nil, err

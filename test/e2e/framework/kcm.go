@@ -30,12 +30,8 @@ type ControllerManagerConfig struct {
 // only the given controllers and waits for its /healthz. Its controllers use
 // their own ServiceAccounts (--use-service-account-credentials), so the HPA
 // controller reads metrics with exactly the permissions it has in a cluster.
-func (e *Env) StartControllerManager(ctx context.Context, cfg ControllerManagerConfig) (p *Process, err error) {
-	err = retryPortClash(func() error {
-		p, err = e.startControllerManager(ctx, cfg)
-		return err
-	})
-	return p, err
+func (e *Env) StartControllerManager(ctx context.Context, cfg ControllerManagerConfig) (*Process, error) {
+	return retryPortClash(func() (*Process, error) { return e.startControllerManager(ctx, cfg) })
 }
 
 func (e *Env) startControllerManager(ctx context.Context, cfg ControllerManagerConfig) (*Process, error) {

@@ -168,12 +168,13 @@ func runCapture(ctx context.Context, bin string, args ...string) (string, error)
 // retryPortClash runs start up to three times while it fails because a port
 // it was given was taken in the meantime (by another process on the machine
 // between FreePort and the child's bind).
-func retryPortClash(start func() error) error {
+func retryPortClash[T any](start func() (T, error)) (T, error) {
+	var v T
 	var err error
 	for range 3 {
-		if err = start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
-			return err
+		if v, err = start(); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return v, err
 		}
 	}
-	return err
+	return v, err
 }

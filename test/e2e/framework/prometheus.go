@@ -61,12 +61,8 @@ type Prometheus struct {
 
 // StartPrometheus starts a Prometheus server on 127.0.0.1 with its own TSDB
 // in the working dir and waits until it is ready.
-func (e *Env) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (p *Prometheus, err error) {
-	err = retryPortClash(func() error {
-		p, err = e.startPrometheus(ctx, cfg)
-		return err
-	})
-	return p, err
+func (e *Env) StartPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prometheus, error) {
+	return retryPortClash(func() (*Prometheus, error) { return e.startPrometheus(ctx, cfg) })
 }
 
 func (e *Env) startPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prometheus, error) {
