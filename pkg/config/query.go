@@ -123,6 +123,13 @@ func (q *QueryTemplate) Execute(data *QueryTemplateData) (string, error) {
 	return out, nil
 }
 
+// Render executes a template of NewTemplate with data, as promscaler
+// renders every template of the file: an output longer than MaxQueryBytes
+// is ErrQueryTooLong.
+func Render(t *template.Template, data any) (string, error) {
+	return render(t, data, 64)
+}
+
 // render executes t into a buffer of at most MaxQueryBytes. On failure the
 // partial output is returned with the error.
 func render(t *template.Template, data any, sizeHint int) (string, error) {

@@ -148,11 +148,7 @@ func (m *ResourceMapper) compileTemplate(text string) error {
 		return fmt.Errorf("parsing: %w", err)
 	}
 	render := func(group string) (string, error) {
-		var sb strings.Builder
-		if err := t.Execute(&sb, &config.ResourceTemplateData{Group: group, Resource: resourceSentinel}); err != nil {
-			return "", err
-		}
-		return sb.String(), nil
+		return config.Render(t, &config.ResourceTemplateData{Group: group, Resource: resourceSentinel})
 	}
 	withGroup, err := render(groupSentinel)
 	if err != nil {
@@ -380,11 +376,10 @@ func (m *ResourceMapper) LabelForResource(gr schema.GroupResource) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("%w %s: singularising %q: %w", ErrNoLabelForResource, gr.String(), gr.Resource, err)
 	}
-	var sb strings.Builder
-	if err := m.tmpl.Execute(&sb, &config.ResourceTemplateData{Group: SanitizeGroup(gr.Group), Resource: singular}); err != nil {
+	l, err := config.Render(m.tmpl, &config.ResourceTemplateData{Group: SanitizeGroup(gr.Group), Resource: singular})
+	if err != nil {
 		return "", fmt.Errorf("%w %s: rendering resources.template: %w", ErrNoLabelForResource, gr.String(), err)
 	}
-	l := sb.String()
 	if err := checkLabelName(l); err != nil {
 		return "", fmt.Errorf("%w %s: resources.template rendered %w", ErrNoLabelForResource, gr.String(), err)
 	}
