@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 
 	"github.com/promscaler/promscaler/pkg/promclient"
-	"github.com/promscaler/promscaler/test/promtest"
 )
 
 func TestIsHealthPath(t *testing.T) {
@@ -38,10 +36,7 @@ func TestHealthNotBehindStalledMetricRequests(t *testing.T) {
 		t.Skip("starts a full API server")
 	}
 	const inFlight = 3
-	fake := promtest.New([]model.LabelSet{
-		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
-	})
-	defer fake.Close()
+	fake := newTestProm(t)
 	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) {
 		c.APIServer.GenericConfig.MaxRequestsInFlight = inFlight
 		// Longer than the test: the requests stay stalled until released.
@@ -158,10 +153,7 @@ func TestReadinessTellsTheTruth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a full API server")
 	}
-	fake := promtest.New([]model.LabelSet{
-		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
-	})
-	defer fake.Close()
+	fake := newTestProm(t)
 	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) {
 		c.ConfigReloadInterval = 20 * time.Millisecond
 	})

@@ -115,6 +115,14 @@ current-context: fake
 	return path
 }
 
+// newTestProm is a fake Prometheus with one series of testRules' metric
+// (pod-a in default), closed when the test ends.
+func newTestProm(t *testing.T) *promtest.Server {
+	fake := promtest.New([]model.LabelSet{{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"}})
+	t.Cleanup(fake.Close)
+	return fake
+}
+
 // fakeProviders wraps the placeholder with controllable readiness and a
 // record of the configurations applied by hot reload.
 type fakeProviders struct {
@@ -559,10 +567,7 @@ func TestServerInstallsResourceMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a full API server")
 	}
-	fake := promtest.New([]model.LabelSet{
-		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
-	})
-	defer fake.Close()
+	fake := newTestProm(t)
 	ts := startTestServer(t, testRules+testResourceRules, DefaultProviders, fake.URL, nil)
 	ts.waitReady()
 	for _, tc := range []struct{ path, want string }{
@@ -609,10 +614,7 @@ func TestServerPrometheusFaults(t *testing.T) {
 	// Registered first, so it runs last: after every test server (fake
 	// Kubernetes API included) has been closed.
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) })
-	fake := promtest.New([]model.LabelSet{
-		{"__name__": "http_requests_total", "namespace": "default", "pod": "pod-a"},
-	})
-	defer fake.Close()
+	fake := newTestProm(t)
 	down := promtest.Failure{Status: http.StatusServiceUnavailable, Body: "<html>maintenance</html>"}
 	for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
 		fake.Fail(ep, down)
