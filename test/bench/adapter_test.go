@@ -50,19 +50,9 @@ func (s *stack) startAdapterBin(name, bin string, extra ...string) (*adapterProc
 	if err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(s.env.Dir, "adapter-certs-"+strconv.Itoa(port))
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating adapter cert dir: %w", err)
-	}
-	args := []string{
-		"--secure-port=" + strconv.Itoa(port),
-		"--bind-address=127.0.0.1",
-		"--cert-dir=" + certDir,
-		"--lister-kubeconfig=" + s.adapterKubeconfig,
-		"--authentication-kubeconfig=" + s.adapterKubeconfig,
-		"--authorization-kubeconfig=" + s.adapterKubeconfig,
-		"--prometheus-url=" + s.prom.URL,
-		"--config=" + s.rules,
+	args, err := s.env.AdapterArgs(port, s.adapterKubeconfig, s.prom.URL, s.rules)
+	if err != nil {
+		return nil, err
 	}
 	args = append(args, extra...)
 	logFile := filepath.Join(s.env.LogDir(), "adapter-"+name+".log")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -134,17 +133,11 @@ func startReplica(t *testing.T, ctx context.Context, env *framework.Env, promURL
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{
-		"--secure-port=" + strconv.Itoa(port),
-		"--bind-address=127.0.0.1",
-		"--cert-dir=" + filepath.Join(env.Dir, "adapter-certs-"+strconv.Itoa(port)),
-		"--lister-kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--prometheus-url=" + promURL,
-		"--config=" + rules,
-		"--metrics-relist-interval=2s",
+	args, err := env.AdapterArgs(port, kubeconfig, promURL, rules)
+	if err != nil {
+		t.Fatal(err)
 	}
+	args = append(args, "--metrics-relist-interval=2s")
 	a, err := env.StartAdapterArgs(ctx, port, args)
 	if err != nil {
 		t.Fatal(err)

@@ -110,21 +110,11 @@ func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, er
 	if err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(e.Dir, "adapter-certs-"+strconv.Itoa(port))
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating adapter cert dir: %w", err)
+	args, err := e.AdapterArgs(port, kubeconfig, cfg.PrometheusURL, cfg.ConfigFile)
+	if err != nil {
+		return nil, err
 	}
-	args := []string{
-		"--secure-port=" + strconv.Itoa(port),
-		"--bind-address=127.0.0.1",
-		"--cert-dir=" + certDir,
-		"--lister-kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--prometheus-url=" + cfg.PrometheusURL,
-		"--config=" + cfg.ConfigFile,
-		"--metrics-relist-interval=" + cfg.RelistInterval.String(),
-	}
+	args = append(args, "--metrics-relist-interval="+cfg.RelistInterval.String())
 	args = append(args, cfg.ExtraArgs...)
 	a := &Adapter{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Port: port, Kubeconfig: kubeconfig}
 	if a.Process, err = e.start("adapter", bin, args); err != nil {
@@ -155,6 +145,26 @@ func (e *Env) startAdapter(ctx context.Context, cfg AdapterConfig) (*Adapter, er
 		return nil, err
 	}
 	return a, nil
+}
+
+// AdapterArgs are the flags an adapter on 127.0.0.1:port needs in this
+// environment: its serving certificate directory (created), the kubeconfig
+// it lists, authenticates and authorizes with, Prometheus and the rules.
+func (e *Env) AdapterArgs(port int, kubeconfig, promURL, rules string) ([]string, error) {
+	certDir := filepath.Join(e.Dir, "adapter-certs-"+strconv.Itoa(port))
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating adapter cert dir: %w", err)
+	}
+	return []string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--cert-dir=" + certDir,
+		"--lister-kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--prometheus-url=" + promURL,
+		"--config=" + rules,
+	}, nil
 }
 
 // RegisterAPIServices points the aggregator's APIServices for gvs at an
