@@ -49,7 +49,7 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 	if _, err := p.currentIndex(); err != nil {
 		return nil, err
 	}
-	gvr, gvk, namespaced, err := p.resolver.resolve(info.GroupResource)
+	gvr, gvk, namespaced, err := resolve(p.cfg.Mapper, info.GroupResource)
 	if err != nil {
 		return nil, metricNotFound(info.GroupResource, info.Metric, "",
 			fmt.Sprintf("resource %q is not known to the cluster", info.GroupResource.String()))

@@ -140,7 +140,6 @@ const ListRefreshWait = 2 * time.Second
 // for concurrent use and holds no per-request state.
 type Provider struct {
 	cfg      Config // with the defaults filled in
-	resolver *resolver
 }
 
 var (
@@ -187,7 +186,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Clock = cmp.Or[clock.PassiveClock](cfg.Clock, clock.RealClock{})
 	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, DefaultMaxNamesInQuery)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
-	return &Provider{cfg: cfg, resolver: newResolver(cfg.Mapper, cfg.Clock)}, nil
+	return &Provider{cfg: cfg}, nil
 }
 
 // currentIndex returns the index, or a 503 before the first discovery.
