@@ -126,6 +126,12 @@ type Metrics struct {
 	// CacheHits counts calls answered from the short-TTL result cache.
 	// Labels: backend, endpoint.
 	CacheHits *prometheus.CounterVec
+	// PrometheusUp, PrometheusInFlight and PrometheusRejected are the
+	// backend guards' state (promclient.Guard). Labels: backend; reason
+	// for PrometheusRejected.
+	PrometheusUp       *prometheus.GaugeVec
+	PrometheusInFlight *prometheus.GaugeVec
+	PrometheusRejected *prometheus.CounterVec
 
 	// APIRequests counts requests served by the API server. Labels: api
 	// (APICustom, APIExternal, APIResource, APIOther), code (HTTP status).
@@ -181,6 +187,12 @@ func New() *Metrics {
 			"Calls answered by an identical Prometheus request already in flight, or by one that completed after the call's API request arrived, by backend and endpoint.", "backend", "endpoint"),
 		CacheHits: f.counterVec("prometheus", "cache_hits_total",
 			"Calls answered from the short-TTL result cache, by backend and endpoint.", "backend", "endpoint"),
+		PrometheusUp: f.gaugeVec("prometheus", "up",
+			"1 while the backend answers, 0 while it is known down (consecutive timeouts or connection errors: its requests fail at once with 503 until a probe gets an answer). Labels: backend.", "backend"),
+		PrometheusInFlight: f.gaugeVec("prometheus", "requests_in_flight",
+			"Requests to the backend awaiting their answer. Labels: backend.", "backend"),
+		PrometheusRejected: f.counterVec("prometheus", "rejected_requests_total",
+			"Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached). Labels: backend, reason.", "backend", "reason"),
 		APIRequests: f.counterVec("api", "requests_total",
 			"Requests served by the API server by metrics API and HTTP code.", "api", "code"),
 		APIRequestDuration: f.histogramVec("api", "request_duration_seconds",

@@ -133,64 +133,14 @@ const (
 	breakerHalfOpen
 )
 
-// guardMetrics are the Guard series, shared by the guards of one registry.
-type guardMetrics struct {
-	up       *prometheus.GaugeVec
-	inFlight *prometheus.GaugeVec
-	rejected *prometheus.CounterVec
-}
-
 // Values of the reason label of promscaler_prometheus_rejected_requests_total.
 const (
 	rejectedBackendDown = "backend_down"
 	rejectedBusy        = "busy"
 )
 
-func registerGuardMetrics(reg prometheus.Registerer) (*guardMetrics, error) {
-	gm := &guardMetrics{
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "up",
-			Help: "1 while the backend answers, 0 while it is known down (consecutive timeouts or connection errors: its requests fail at once with 503 until a probe gets an answer). Labels: backend.",
-		}, []string{"backend"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "requests_in_flight",
-			Help: "Requests to the backend awaiting their answer. Labels: backend.",
-		}, []string{"backend"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metrics.Namespace, Subsystem: "prometheus", Name: "rejected_requests_total",
-			Help: "Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached). Labels: backend, reason.",
-		}, []string{"backend", "reason"}),
-	}
-	var err error
-	if gm.up, err = registerOrExisting(reg, gm.up); err != nil {
-		return nil, err
-	}
-	if gm.inFlight, err = registerOrExisting(reg, gm.inFlight); err != nil {
-		return nil, err
-	}
-	if gm.rejected, err = registerOrExisting(reg, gm.rejected); err != nil {
-		return nil, err
-	}
-	return gm, nil
-}
-
-// registerOrExisting registers c, or returns the identical collector
-// another backend's guard registered.
-func registerOrExisting[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, fmt.Errorf("registering the backend guard's metrics: %w", err)
-	}
-	return c, nil
-}
-
 // NewGuard returns the guard of the backend name (its label on /metrics),
-// with its series registered in m's registry (nil: a private one) and clk
+// recording its state in m's series (nil: a private set) and clk
 // timing the breaker (nil: the real clock).
 func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.PassiveClock) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
@@ -205,17 +155,13 @@ func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.Passiv
 	if name == "" {
 		name = DefaultBackendName
 	}
-	gm, err := registerGuardMetrics(m.Registry)
-	if err != nil {
-		return nil, err
-	}
 	cfg = cfg.withDefaults()
 	g := &Guard{
 		name: name, cfg: cfg, clock: clk,
-		up:       gm.up.WithLabelValues(name),
-		inFlight: gm.inFlight.WithLabelValues(name),
-		down:     gm.rejected.WithLabelValues(name, rejectedBackendDown),
-		busy:     gm.rejected.WithLabelValues(name, rejectedBusy),
+		up:       m.PrometheusUp.WithLabelValues(name),
+		inFlight: m.PrometheusInFlight.WithLabelValues(name),
+		down:     m.PrometheusRejected.WithLabelValues(name, rejectedBackendDown),
+		busy:     m.PrometheusRejected.WithLabelValues(name, rejectedBusy),
 	}
 	if cfg.MaxConcurrent > 0 {
 		g.slots = make(chan struct{}, cfg.MaxConcurrent)
