@@ -139,7 +139,7 @@ const ListRefreshWait = 2 * time.Second
 // Provider serves custom and external metrics from Prometheus. It is safe
 // for concurrent use and holds no per-request state.
 type Provider struct {
-	cfg      Config // with the defaults filled in
+	cfg Config // with the defaults filled in
 }
 
 var (
