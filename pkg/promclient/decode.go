@@ -2,6 +2,7 @@ package promclient
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -173,16 +174,23 @@ type decoder struct {
 	prev   []Label // the previous sample's labels
 	// lslab holds the labels of the samples: one allocation per many.
 	lslab []Label
-	// arena holds the bytes of the label values: one allocation per
-	// arenaChunk bytes instead of one per value.
-	arena []byte
+	// arena holds the bytes of the label values: one allocation per chunk
+	// instead of one per value. nextChunk is the size of the next chunk
+	// (0: arenaChunk); a vector sizes it from its first sample.
+	arena     []byte
+	nextChunk int
 	// valued reports that the last sample decoded had a value or a
 	// histogram.
 	valued bool
 }
 
-// arenaChunk is the size of the arena's chunks.
-const arenaChunk = 8 << 10
+// arenaChunk is the size of the arena's chunks, at most; firstChunk the
+// size of a vector's first chunk, before its first sample tells how many
+// bytes of values the others will need.
+const (
+	arenaChunk = 8 << 10
+	firstChunk = 256
+)
 
 // open reads the start of the next value, which is null or begins with
 // want ('{', '[', '"', or '0' for a number): null is consumed (null is
@@ -431,6 +439,9 @@ func (d *decoder) vector() (vecResult, error) {
 		start := s.i
 		var smp model.Sample
 		var hasMetric bool
+		if len(r.samples) == 0 {
+			d.nextChunk = firstChunk
+		}
 		if hasMetric, err = d.sample(&smp); err != nil {
 			return vecResult{}, err
 		}
@@ -467,6 +478,9 @@ func (d *decoder) sizeFor(r *vecResult, firstLen int) {
 	if k := len(d.labels); len(d.lslab) < n*k {
 		d.lslab = make([]Label, n*k)
 	}
+	// The first sample's values are the arena's bytes so far; the others
+	// need at most as many each (equal values are shared, see metric).
+	d.nextChunk = min(max((n-1)*len(d.arena), 1), arenaChunk)
 }
 
 // keepLabels returns a copy of the labels of the sample just decoded,
@@ -606,7 +620,8 @@ func (d *decoder) arenaString(raw []byte) string {
 		return ""
 	}
 	if len(raw) > cap(d.arena)-len(d.arena) {
-		d.arena = make([]byte, 0, max(len(raw), arenaChunk))
+		d.arena = make([]byte, 0, max(len(raw), cmp.Or(d.nextChunk, arenaChunk)))
+		d.nextChunk = 0
 	}
 	start := len(d.arena)
 	d.arena = append(d.arena, raw...)

@@ -49,7 +49,7 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 	if _, err := p.currentIndex(); err != nil {
 		return nil, err
 	}
-	gvr, gvk, namespaced, err := resolve(p.cfg.Mapper, info.GroupResource)
+	gvr, gvk, err := resolve(p.cfg.Mapper, info.GroupResource)
 	if err != nil {
 		return nil, metricNotFound(info.GroupResource, info.Metric, "",
 			fmt.Sprintf("resource %q is not known to the cluster", info.GroupResource.String()))
@@ -61,7 +61,7 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 		return nil, err
 	}
 	if !ok {
-		return nil, metricNotFound(gr, info.Metric, "", whyNoCustom(x, gr, namespaced, namespace, info.Metric))
+		return nil, metricNotFound(gr, info.Metric, "", whyNoCustom(x, gr, func() bool { return namespaced(p.cfg.Mapper, gvk) }, namespace, info.Metric))
 	}
 	return &customTarget{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), metric: info.Metric, entry: e}, nil
 }
@@ -69,13 +69,13 @@ func (p *Provider) resolveCustom(ctx context.Context, info cmprovider.CustomMetr
 // whyNoCustom explains a missing custom metric from the index. (In a
 // namespace, a metric some rule produces for the resource is always
 // served: see discovery.Index.Custom.)
-func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced bool, namespace, metric string) string {
+func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced func() bool, namespace, metric string) string {
 	res := gr.String()
 	if namespace != "" {
 		if len(x.CustomCandidates(gr, false, metric)) > 0 {
 			return fmt.Sprintf("it is served for %s cluster-wide: ask without a namespace", res)
 		}
-		if !resourceNamespaced {
+		if !resourceNamespaced() {
 			return fmt.Sprintf("%s are cluster-scoped: ask without a namespace", res)
 		}
 		return fmt.Sprintf("no rule discovered it for %s", res)

@@ -246,6 +246,14 @@ func TestGetMetricByName(t *testing.T) {
 			wantMsg:  "it is served for nodes cluster-wide: ask without a namespace",
 		},
 		{
+			name:     "metric unknown for a cluster-scoped resource asked in a namespace",
+			obj:      types.NamespacedName{Namespace: "shop", Name: "n1"},
+			gr:       nodesGR,
+			metric:   "fpm_active_rate",
+			wantCode: http.StatusNotFound,
+			wantMsg:  "nodes are cluster-scoped: ask without a namespace",
+		},
+		{
 			name:     "namespaced metric asked without a namespace",
 			obj:      types.NamespacedName{Name: "web-1"},
 			gr:       podsGR,

@@ -35,8 +35,12 @@ func TestResolve(t *testing.T) {
 		}},
 		{gr: schema.GroupResource{Resource: "nodes"}, want: got{Err: true}},
 	} {
-		gvr, gvk, namespaced, err := resolve(mapper, tc.gr)
-		if diff := cmp.Diff(tc.want, got{GVR: gvr, GVK: gvk, Namespaced: namespaced, Err: err != nil}); diff != "" {
+		gvr, gvk, err := resolve(mapper, tc.gr)
+		g := got{GVR: gvr, GVK: gvk, Err: err != nil}
+		if err == nil {
+			g.Namespaced = namespaced(mapper, gvk)
+		}
+		if diff := cmp.Diff(tc.want, g); diff != "" {
 			t.Errorf("resolve(%s) (-want +got):\n%s", tc.gr, diff)
 		}
 	}

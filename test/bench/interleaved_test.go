@@ -50,6 +50,7 @@ func (s *stack) benchOverheadInterleaved(b *testing.B, a *adapterProc, rate int)
 	openLoop(ctx, s.promHC, rate, time.Second, raw)
 
 	before := s.adapterCounters(ctx, a)
+	prof := s.startProfile(ctx, a, time.Duration(2*pairs)*seg)
 	var legs [2][]result
 	start := time.Now()
 	for i := range pairs {
@@ -62,6 +63,7 @@ func (s *stack) benchOverheadInterleaved(b *testing.B, a *adapterProc, rate int)
 		}
 	}
 	elapsed := time.Since(start)
+	prof.stop(ctx, s, a)
 	after := s.adapterCounters(ctx, a)
 
 	var lat [2][][]time.Duration

@@ -172,11 +172,13 @@ func (s *stack) measure(b *testing.B, a *adapterProc, querySubstr string, run fu
 	}
 	m.before = s.adapterCounters(ctx, a)
 	am, pm := s.startCPUs(b, a)
+	prof := s.startProfile(ctx, a, s.cfg.duration)
 	h0 := cputime.Process()
 	m.res = run()
 	m.harnessCPU = (cputime.Process() - h0).Seconds()
 	m.adapterCPU, _, _ = am.stop()
 	m.promCPU, _, _ = pm.stop()
+	prof.stop(ctx, s, a)
 	m.after = s.adapterCounters(ctx, a)
 	calls1, err := s.snapshotAPICalls(ctx, a)
 	if err != nil {
