@@ -179,7 +179,8 @@ func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMappe
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client for team rules: %w", err)
 	}
-	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper, Sink: sink, Metrics: deps.Metrics})
+	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper,
+		Backends: slices.Sorted(maps.Keys(deps.Backends)), Sink: sink, Metrics: deps.Metrics})
 }
 
 // compileRules compiles the rules files, in order, logging their warnings.

@@ -80,6 +80,9 @@ type Config struct {
 	Client kubernetes.Interface
 	// Mapper resolves the rules' resources.
 	Mapper meta.RESTMapper
+	// Backends are the backends, besides the default one, that a rule's
+	// backend key may name (--backends-config).
+	Backends []string
 	// Sink receives the rules.
 	Sink Sink
 	// Metrics receives the reload counters. Required.
@@ -104,6 +107,7 @@ type Watcher struct {
 	opts     Options
 	client   kubernetes.Interface
 	mapper   meta.RESTMapper
+	backends []string
 	sink     Sink
 	metrics  *metrics.Metrics
 	rejected *prometheus.GaugeVec
@@ -131,7 +135,7 @@ func New(cfg Config) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{
-		opts: cfg.Options, client: cfg.Client, mapper: cfg.Mapper, sink: cfg.Sink,
+		opts: cfg.Options, client: cfg.Client, mapper: cfg.Mapper, backends: slices.Clone(cfg.Backends), sink: cfg.Sink,
 		metrics: cfg.Metrics, rejected: g, recorder: cfg.Recorder, clock: cfg.Clock,
 		states: map[string]*state{},
 	}
@@ -220,7 +224,7 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 	if (st.serving && sum == st.inService) || (st.hasRej && sum == st.rejected) {
 		return
 	}
-	rs, warnings, err := Load(cm, w.mapper, w.opts.NamespaceLabel)
+	rs, warnings, err := Load(cm, w.mapper, w.opts.NamespaceLabel, w.backends)
 	if err == nil {
 		err = w.sink.SetTeam(key, rs)
 	}
@@ -276,8 +280,9 @@ func sourceName(key string) string { return "configmap/" + key }
 // key ending in .yaml or .yml is a rules file (parsed strictly: a query
 // Prometheus would reject is an error), named
 // configmap/<namespace>/<name>/<key> in errors and rule paths; the files'
-// rules are merged in key order.
-func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string) (*naming.RuleSet, []string, error) {
+// rules are merged in key order. A backend key naming neither the default
+// backend nor one of backends is an error at its place.
+func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string, backends []string) (*naming.RuleSet, []string, error) {
 	prefix := sourceName(cm.Namespace + "/" + cm.Name)
 	var files []reload.File
 	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
@@ -296,11 +301,20 @@ func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string) (
 	if err != nil {
 		return nil, nil, err
 	}
+	var errs []error
+	for _, c := range rules.Configs {
+		for _, u := range c.UnknownBackends(backends) {
+			errs = append(errs, u)
+		}
+	}
 	rs, err := rules.Set.ConfineTo(e)
 	if err != nil {
 		if len(files) == 1 {
 			err = fmt.Errorf("%s: %w", files[0].Path, err)
 		}
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, nil, err
 	}
 	return rs, rules.Warnings, nil

@@ -82,12 +82,12 @@ func baseRules(t *testing.T) *naming.RuleSet {
 	return rs
 }
 
-func newTestWatcher(t *testing.T, opts Options) (*Watcher, *published, *record.FakeRecorder, *metrics.Metrics) {
+func newTestWatcher(t *testing.T, opts Options, backends ...string) (*Watcher, *published, *record.FakeRecorder, *metrics.Metrics) {
 	t.Helper()
 	pub := &published{}
 	rec := record.NewFakeRecorder(100)
 	m := metrics.New()
-	w, err := New(Config{Options: opts, Client: fake.NewClientset(), Mapper: kubemapper.New(),
+	w, err := New(Config{Options: opts, Client: fake.NewClientset(), Mapper: kubemapper.New(), Backends: backends,
 		Sink: NewCombiner(baseRules(t), pub.publish), Metrics: m, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +159,30 @@ func TestApplyKeepsLastGoodRules(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.ConfigReloads.WithLabelValues(metrics.OutcomeFailure)); got != 3 {
 		t.Errorf("failed reloads = %v, want 3", got)
+	}
+}
+
+// A team rule naming a backend the adapter does not have is refused at its
+// place, not left for discovery to fail on; a backend the adapter has loads.
+func TestApplyRefusesUnknownBackend(t *testing.T) {
+	w, pub, rec, _ := newTestWatcher(t, Options{}, "thanos")
+	const base = "/etc/adapter/config.yaml:rules[0] tenant="
+	withBackend := func(name string) string {
+		return strings.Replace(goodRules, "- seriesQuery:", "- backend: "+name+"\n  seriesQuery:", 1)
+	}
+
+	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": withBackend("mimir")}))
+	if len(pub.sets) != 0 {
+		t.Errorf("a rule naming an unknown backend published rules: %q", pub.last())
+	}
+	const want = `Warning RulesRejected team rules ConfigMap a/rules rejected, no previous version is in service: configmap/a/rules/rules.yaml:2:12: rules[0].backend: unknown backend "mimir" (defined: default, thanos)`
+	if ev := events(rec); len(ev) != 1 || !strings.HasPrefix(ev[0], want) {
+		t.Errorf("events %q, want one starting %q", ev, want)
+	}
+
+	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": withBackend("thanos")}))
+	if diff := cmp.Diff([]string{"configmap/a/rules/rules.yaml:rules[0] tenant=a", base}, pub.last()); diff != "" {
+		t.Errorf("after a rule naming a known backend (-want +got):\n%s", diff)
 	}
 }
 
