@@ -33,6 +33,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
 // Exit codes of the tools.
@@ -218,10 +219,11 @@ func describeJSONError(data []byte, err error) error {
 }
 
 // checkBackends checks the rules' backend: keys against the backends file
-// (its own errors first), printing every problem; false when one is an
-// error. Without a file, each key naming a backend other than the default
-// is a warning: it cannot be checked.
-func checkBackends(loaded *loadedRules, path string, t toolIO) bool {
+// (its own errors first), printing every problem; it returns the file's
+// backend names, and false when a problem is an error. Without a file, each
+// key naming a backend other than the default is a warning: it cannot be
+// checked.
+func checkBackends(loaded *loadedRules, path string, t toolIO) ([]string, bool) {
 	var names []string
 	if path != "" {
 		bs, err := promclient.LoadBackends(path, promclient.Backend{})
@@ -229,7 +231,7 @@ func checkBackends(loaded *loadedRules, path string, t toolIO) bool {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				t.errorf("%s", line)
 			}
-			return false
+			return nil, false
 		}
 		for _, b := range bs {
 			names = append(names, b.Name)
@@ -249,7 +251,7 @@ func checkBackends(loaded *loadedRules, path string, t toolIO) bool {
 			loaded.warnings++
 		}
 	}
-	return ok
+	return names, ok
 }
 
 // runCheckConfig implements "adapter check-config": validate a
@@ -262,15 +264,21 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	strict := fs.Bool("strict", false, "Fail (exit 1) on warnings too, not only on errors: for CI.")
 	seriesPath := fs.String("series", "", "A saved Prometheus /api/v1/series response (or its data array): print what discovery would serve from it.")
 	kubeconfig := fs.String("kubeconfig", "", "Resolve resources with this cluster's API discovery instead of the built-in list of standard resources.")
-	backendsPath := fs.String("backends-config", "", "The adapter's --backends-config: check it, and that every backend: key names one of its backends (without it, a backend: key other than default is a warning).")
+	backendsPath := fs.String("backends-config", "", "The adapter's --backends-config: check it, and that every backend: key names one of its backends (without it, a backend: key other than default is a warning in --config files, an error in team rules).")
+	teamPaths := fs.StringArray("team-configmap", nil, "A manifest of team rules ConfigMaps to check as --team-rules loads them: strictly, confined to each ConfigMap's namespace (may be given several times; --config is then optional).")
+	namespaceLabel := fs.String("team-rules-namespace-label", tenancy.DefaultLabel, "The adapter's --team-rules-namespace-label, for --team-configmap.")
 	fs.Usage = func() {
-		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--strict] [--backends-config FILE] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
+		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--team-configmap FILE ...] [--strict] [--backends-config FILE] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
 	}
 	if code, ok := parseToolFlags(fs, args, t); !ok {
 		return code
 	}
-	if len(*configPaths) == 0 {
-		t.errorf("check-config: --config is required")
+	if len(*configPaths) == 0 && (len(*teamPaths) == 0 || *seriesPath != "") {
+		t.errorf("check-config: --config is required (without it, --team-configmap and no --series)")
+		return exitUsage
+	}
+	if _, err := tenancy.New(*namespaceLabel, "probe"); err != nil {
+		t.errorf("check-config: --team-rules-namespace-label: %v", err)
 		return exitUsage
 	}
 	mapper, err := newMapper(*kubeconfig)
@@ -278,17 +286,30 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 		t.errorf("check-config: %v", err)
 		return exitFail
 	}
-	loaded, ok := loadRules(*configPaths, mapper, t)
-	if !ok || !checkBackends(loaded, *backendsPath, t) {
+	loaded, ok := &loadedRules{}, true
+	if len(*configPaths) > 0 {
+		if loaded, ok = loadRules(*configPaths, mapper, t); !ok {
+			return exitFail
+		}
+	}
+	backends, ok := checkBackends(loaded, *backendsPath, t)
+	if !ok {
 		return exitFail
 	}
+	teamWarnings, ok := checkTeamConfigMaps(*teamPaths, mapper, *namespaceLabel, backends, t)
+	if !ok {
+		return exitFail
+	}
+	loaded.warnings += teamWarnings
 	rs := loaded.set
 	// The adapter loads a file with a query Prometheus rejects, but such a
 	// rule does not work; --strict fails on warnings as well.
 	failed := loaded.queryErrors > 0 || *strict && loaded.warnings > 0
 	if *seriesPath == "" {
-		for _, line := range summarizeConfig(loaded.configs, rs) {
-			fmt.Fprintln(stdout, line)
+		if rs != nil {
+			for _, line := range summarizeConfig(loaded.configs, rs) {
+				fmt.Fprintln(stdout, line)
+			}
 		}
 		if failed {
 			return exitFail
