@@ -60,6 +60,9 @@ func (s *stack) startAdapterBin(name, bin string, extra ...string) (*adapterProc
 	if err != nil {
 		return nil, fmt.Errorf("adapter log: %w", err)
 	}
+	if err := evictPageCache(bin); err != nil {
+		progress("%v (peak RSS then depends on what of it is cached)", err)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if e := strings.Fields(os.Getenv(EnvAdapterEnv)); len(e) > 0 {
