@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,12 +13,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/teamrules"
 )
-
-// maxManifestFile bounds what --team-configmap reads: a ConfigMap holds at
-// most 1 MiB of data.
-const maxManifestFile = 8 << 20
 
 // checkTeamConfigMaps checks the team rules ConfigMaps in the manifests at
 // paths (YAML, one or more documents each) as the adapter's --team-rules
@@ -65,17 +61,9 @@ func checkTeamConfigMaps(paths []string, mapper meta.RESTMapper, namespaceLabel 
 // is not a ConfigMap, or has no namespace (team rules serve their
 // ConfigMap's namespace), is an error naming it.
 func readConfigMaps(path string) ([]*corev1.ConfigMap, error) {
-	f, err := os.Open(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxManifestFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxManifestFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxManifestFile)
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []*corev1.ConfigMap
