@@ -61,7 +61,8 @@ func TestClientMetricsCarryBackend(t *testing.T) {
 }
 
 func TestParseBackends(t *testing.T) {
-	base := Backend{Name: DefaultBackendName, Verb: http.MethodGet, Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second}
+	base := Backend{Name: DefaultBackendName, Verb: http.MethodGet, Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
+		Guard: GuardConfig{MaxConcurrent: 50, BreakerFailures: 3, BreakerOpen: 2 * time.Second}}
 	httpDefaults := func(edit func(*config.HTTPClientConfig)) config.HTTPClientConfig {
 		c := config.DefaultHTTPClientConfig
 		c.ProxyFromEnvironment = true
@@ -98,20 +99,20 @@ func TestParseBackends(t *testing.T) {
 `,
 		want: []Backend{{
 			Name: "thanos", URL: "https://thanos-query.monitoring.svc:9090", Verb: "GET", Timeout: 30 * time.Second,
-			Compression: CompressionGzip, CacheTTL: time.Second,
+			Compression: CompressionGzip, CacheTTL: time.Second, Guard: base.Guard,
 			HTTP: httpDefaults(func(c *config.HTTPClientConfig) {
 				c.TLSConfig = config.TLSConfig{CAFile: "/etc/thanos/ca.crt", ServerName: "thanos-query"}
 			}),
 		}, {
 			Name: "mimir-team-a", URL: "http://mimir.mimir.svc:8080/prometheus", Verb: "POST", Timeout: 10 * time.Second,
-			Compression: CompressionNone, CacheTTL: time.Second,
+			Compression: CompressionNone, CacheTTL: time.Second, Guard: base.Guard,
 			Headers: http.Header{"X-Scope-Orgid": {"team-a"}},
 			HTTP: httpDefaults(func(c *config.HTTPClientConfig) {
 				c.BasicAuth = &config.BasicAuth{Username: "adapter", PasswordFile: "/etc/mimir/password"}
 			}),
 		}, {
 			Name: "vm", URL: "http://vmselect.vm.svc:8481/select/0/prometheus", Verb: "GET", Timeout: 10 * time.Second,
-			Compression: CompressionNone, CacheTTL: time.Second,
+			Compression: CompressionNone, CacheTTL: time.Second, Guard: base.Guard,
 			HTTP: httpDefaults(func(c *config.HTTPClientConfig) {
 				c.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: "/var/run/secrets/token"}
 				c.FollowRedirects = false
@@ -123,6 +124,30 @@ func TestParseBackends(t *testing.T) {
 		name: "an empty list",
 		file: "backends: []\n",
 		want: []Backend{},
+	}, {
+		name: "guard limits: the flags' unless set, 0 for no bound",
+		file: `backends:
+- name: inherits
+  url: http://a:9090
+- name: own
+  url: http://b:9090
+  max_in_flight: 20
+  breaker_failures: 0
+  breaker_open: 5s
+- name: unbounded
+  url: http://c:9090
+  max_in_flight: 0
+`,
+		want: []Backend{{
+			Name: "inherits", URL: "http://a:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
+			HTTP: httpDefaults(nil), Guard: base.Guard,
+		}, {
+			Name: "own", URL: "http://b:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: 20, BreakerFailures: -1, BreakerOpen: 5 * time.Second},
+		}, {
+			Name: "unbounded", URL: "http://c:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: -1, BreakerFailures: 3, BreakerOpen: 2 * time.Second},
+		}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +220,26 @@ func TestParseBackendsErrors(t *testing.T) {
 			`b.yaml:7: backends[0].http_headers: not supported here: set headers (name: value)`,
 			`b.yaml:8: backends[0].basic_auth: at most one of basic_auth password, password_file & password_ref must be configured`,
 			`b.yaml:6: backends[0].headers: header name "Bad Name" has invalid character ' '`,
+		},
+	}, {
+		name: "a duration that does not parse (yaml.v3 keeps no line for it, as for timeout)",
+		file: `backends:
+- name: a
+  url: http://a:9090
+  breaker_open: soon
+`,
+		want: []string{"b.yaml: not a valid duration string: \"soon\""},
+	}, {
+		name: "negative guard limits",
+		file: `backends:
+- name: a
+  url: http://a:9090
+  max_in_flight: -1
+  breaker_failures: -2
+`,
+		want: []string{
+			"b.yaml:4: backends[0].max_in_flight: -1 must not be negative (0: no bound)",
+			"b.yaml:5: backends[0].breaker_failures: -2 must not be negative (0: never marked down)",
 		},
 	}}
 	for _, tt := range tests {

@@ -27,6 +27,7 @@ import (
 //	  url: https://thanos-query.monitoring.svc:9090
 //	  timeout: 30s
 //	  compression: gzip
+//	  max_in_flight: 20
 //	  tls_config: {ca_file: /etc/thanos/ca.crt}
 //	- name: mimir-team-a
 //	  url: http://mimir-query-frontend.mimir.svc:8080/prometheus
@@ -58,6 +59,12 @@ type BackendEntry struct {
 	// Headers are set on every request, e.g. X-Scope-OrgID for a Mimir or
 	// Cortex tenant.
 	Headers map[string]string `yaml:"headers,omitempty"`
+	// MaxInFlight, BreakerFailures and BreakerOpen are the backend's guard
+	// (0 in the first two: no bound, never marked down); absent means the
+	// --prometheus-max-in-flight, --prometheus-breaker-* flags' values.
+	MaxInFlight     *int           `yaml:"max_in_flight,omitempty"`
+	BreakerFailures *int           `yaml:"breaker_failures,omitempty"`
+	BreakerOpen     model.Duration `yaml:"breaker_open,omitempty"`
 	// HTTP is TLS, authorization, proxy and redirects, served by
 	// prometheus/common/config (files re-read when they change), with its
 	// keys inline. Its http_headers key is refused: use headers. (A named
@@ -165,6 +172,7 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 		CacheTTL:       base.CacheTTL,
 		CoalesceWindow: base.CoalesceWindow,
 		Compression:    base.Compression,
+		Guard:          base.Guard,
 	}
 	if u, err := url.Parse(e.URL); err != nil {
 		add("url", "%v", redactURLError(err))
@@ -177,6 +185,7 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 	case e.Timeout > 0:
 		b.Timeout = time.Duration(e.Timeout)
 	}
+	e.guard(&b.Guard, add)
 	if e.Verb != "" {
 		b.Verb = strings.ToUpper(e.Verb)
 		if b.Verb != http.MethodGet && b.Verb != http.MethodPost {
@@ -218,6 +227,26 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 		}
 	}
 	return b, ps
+}
+
+// guard sets the limits the entry sets on g (the base backend's), adding
+// a problem for each bad one.
+func (e *BackendEntry) guard(g *GuardConfig, add func(key, format string, args ...any)) {
+	if e.MaxInFlight != nil {
+		if *e.MaxInFlight < 0 {
+			add("max_in_flight", "%d must not be negative (0: no bound)", *e.MaxInFlight)
+		}
+		g.MaxConcurrent = noneIfZero(*e.MaxInFlight)
+	}
+	if e.BreakerFailures != nil {
+		if *e.BreakerFailures < 0 {
+			add("breaker_failures", "%d must not be negative (0: never marked down)", *e.BreakerFailures)
+		}
+		g.BreakerFailures = noneIfZero(*e.BreakerFailures)
+	}
+	if e.BreakerOpen > 0 {
+		g.BreakerOpen = time.Duration(e.BreakerOpen)
+	}
 }
 
 // httpConfigKey names the HTTP client key an HTTPClientConfig.Validate

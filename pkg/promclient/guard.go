@@ -61,6 +61,20 @@ type GuardConfig struct {
 	BreakerMaxOpen time.Duration
 }
 
+// guardLimits is the GuardConfig of the flags' values, where 0 means no
+// bound (maxInFlight) and never marked down (failures).
+func guardLimits(maxInFlight, failures int, open time.Duration) GuardConfig {
+	return GuardConfig{MaxConcurrent: noneIfZero(maxInFlight), BreakerFailures: noneIfZero(failures), BreakerOpen: open}
+}
+
+// noneIfZero maps a flag's or a file's 0 (no bound) to GuardConfig's.
+func noneIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // withDefaults fills the zero values.
 func (c GuardConfig) withDefaults() GuardConfig {
 	if c.MaxConcurrent == 0 {

@@ -64,6 +64,12 @@ type Options struct {
 	// BackendsFile is a BackendsFile defining more backends, which rules
 	// name with their backend: key; empty means none.
 	BackendsFile string
+	// MaxInFlight, BreakerFailures and BreakerOpen are the default
+	// backend's Guard (0 in the first two: no bound, never marked down);
+	// the backends file's entries take them unless they set their own.
+	MaxInFlight     int
+	BreakerFailures int
+	BreakerOpen     time.Duration
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -77,6 +83,10 @@ func NewOptions() *Options {
 		Timeout:        DefaultTimeout,
 		Compression:    CompressionNone,
 		CoalesceWindow: DefaultCoalesceWindow,
+
+		MaxInFlight:     DefaultMaxConcurrent,
+		BreakerFailures: DefaultBreakerFailures,
+		BreakerOpen:     DefaultBreakerOpen,
 	}
 }
 
@@ -109,6 +119,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
 	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
 	fs.StringVar(&o.BackendsFile, "backends-config", o.BackendsFile, "File defining more Prometheus-compatible backends (Thanos, Mimir/Cortex tenants, VictoriaMetrics, other Prometheus servers), each with its own URL, TLS, authorization, headers and timeout; a rule names one with its backend: key. The --prometheus-* flags define the backend named default.")
+	fs.IntVar(&o.MaxInFlight, "prometheus-max-in-flight", o.MaxInFlight, "Requests in flight to Prometheus at most; one more is answered 503 at once, so that a stalled Prometheus cannot hold every request slot of the adapter. 0: no bound. A --backends-config entry takes it unless it sets max_in_flight.")
+	fs.IntVar(&o.BreakerFailures, "prometheus-breaker-failures", o.BreakerFailures, "Consecutive timeouts or connection errors after which Prometheus is marked down: its requests are answered 503 at once until a probe request gets an answer. 0: never marked down. A --backends-config entry takes it unless it sets breaker_failures.")
+	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request; doubled after each failed probe, up to 30s (or this value if longer). A --backends-config entry takes it unless it sets breaker_open.")
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
@@ -137,6 +150,15 @@ func (o *Options) Validate() []error {
 	}
 	if o.Compression != CompressionNone && o.Compression != CompressionGzip {
 		add("--prometheus-compression %q: must be %s or %s", o.Compression, CompressionNone, CompressionGzip)
+	}
+	if o.MaxInFlight < 0 {
+		add("--prometheus-max-in-flight %d: must not be negative (0: no bound)", o.MaxInFlight)
+	}
+	if o.BreakerFailures < 0 {
+		add("--prometheus-breaker-failures %d: must not be negative (0: never marked down)", o.BreakerFailures)
+	}
+	if o.BreakerOpen <= 0 {
+		add("--prometheus-breaker-open %v: must be positive", o.BreakerOpen)
 	}
 	if o.AuthInCluster && o.AuthConfig != "" {
 		add("--prometheus-auth-incluster and --prometheus-auth-config: choose one source of credentials")
@@ -213,6 +235,7 @@ func (o *Options) Backend() (Backend, error) {
 		CacheTTL:        o.CacheTTL,
 		CoalesceWindow:  o.CoalesceWindow,
 		Compression:     o.Compression,
+		Guard:           guardLimits(o.MaxInFlight, o.BreakerFailures, o.BreakerOpen),
 		inClusterConfig: o.inClusterConfig,
 	}
 	b.HTTP.ProxyFromEnvironment = true

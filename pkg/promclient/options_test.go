@@ -76,6 +76,43 @@ func TestFlagsParseAndDefaults(t *testing.T) {
 	}
 }
 
+// The guard flags reach the default backend, 0 meaning no bound; the
+// defaults are the Guard's.
+func TestGuardFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want GuardConfig
+	}{
+		{want: GuardConfig{MaxConcurrent: DefaultMaxConcurrent, BreakerFailures: DefaultBreakerFailures, BreakerOpen: DefaultBreakerOpen}},
+		{
+			args: []string{"--prometheus-max-in-flight=0", "--prometheus-breaker-failures=0", "--prometheus-breaker-open=10s"},
+			want: GuardConfig{MaxConcurrent: -1, BreakerFailures: -1, BreakerOpen: 10 * time.Second},
+		},
+		{
+			args: []string{"--prometheus-max-in-flight=7", "--prometheus-breaker-failures=2"},
+			want: GuardConfig{MaxConcurrent: 7, BreakerFailures: 2, BreakerOpen: DefaultBreakerOpen},
+		},
+	}
+	for _, tt := range tests {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if errs := o.Validate(); len(errs) != 0 {
+			t.Fatalf("%v: Validate: %v", tt.args, errs)
+		}
+		b, err := o.Backend()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tt.want, b.Guard); d != "" {
+			t.Errorf("%v: guard (-want +got):\n%s", tt.args, d)
+		}
+	}
+}
+
 func TestValidateReportsEveryBadFlag(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
@@ -106,10 +143,15 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				o.TokenFile = empty
 				o.BasicAuthUsername = "a:b"
 				o.Headers = []string{"X-Ok=1", "novalue", "Bad Name=1", "X-Crlf=a\r\nInjected: 1"}
+				o.MaxInFlight = -1
+				o.BreakerFailures = -1
+				o.BreakerOpen = 0
 			},
 			want: []string{
 				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
-				"--prometheus-coalesce-window", "--prometheus-compression", "--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
+				"--prometheus-coalesce-window", "--prometheus-compression",
+				"--prometheus-max-in-flight -1", "--prometheus-breaker-failures -1", "--prometheus-breaker-open 0s",
+				"--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
 				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",
 				"--prometheus-basic-auth-username needs", "--prometheus-basic-auth-username: must not contain",
 				"--prometheus-header[1]", "--prometheus-header[2]", "--prometheus-header[3]",

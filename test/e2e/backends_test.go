@@ -20,8 +20,8 @@ import (
 // the default backend (--prometheus-url) and "second" (--backends-config),
 // both holding a series be_queue with a different value (1 and 2). Each
 // rule answers from its own backend; with the second Prometheus stopped,
-// its metrics answer 503 and the default backend's keep their values
-// (issue 22 item 3).
+// its metrics answer 503, at once once its own guard marks it down, and the
+// default backend's keep their values (issue 22 item 3).
 func TestNamedBackends(t *testing.T) {
 	env := framework.New(t, framework.Config{})
 	requireAdapter(t, env)
@@ -48,6 +48,8 @@ func TestNamedBackends(t *testing.T) {
   url: `+promSecond.URL+`
   timeout: 5s
   headers: {X-Scope-OrgID: team-b}
+  breaker_failures: 1
+  breaker_open: 10m
 `), 0o644))
 	env.MustStartAdapter(t, framework.AdapterConfig{
 		ConfigFile: testdata("backends-config.yaml"), PrometheusURL: promDefault.URL,
@@ -77,6 +79,12 @@ func TestNamedBackends(t *testing.T) {
 			if err := a.wantError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable); err != nil {
 				t.Errorf("%s: %v", m, err)
 			}
+		}
+		// Its own guard (breaker_failures: 1, breaker_open: 10m, where the
+		// flags say 5 and 1s): one failed request marked it down, and it is
+		// not asked again; the default backend keeps the flags' guard.
+		if err := getAnswer(ctx, env, path("be_second_queue")).wantError(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "backend_down"); err != nil {
+			t.Errorf("after a failure with breaker_failures: 1: %v", err)
 		}
 		// The default backend's metric keeps its value, on every request
 		// for a while (relists included).
