@@ -222,13 +222,19 @@ func TestParseBackendsErrors(t *testing.T) {
 			`b.yaml:6: backends[0].headers: header name "Bad Name" has invalid character ' '`,
 		},
 	}, {
-		name: "a duration that does not parse (yaml.v3 keeps no line for it, as for timeout)",
+		name: "durations that do not parse, at their lines",
 		file: `backends:
 - name: a
   url: http://a:9090
   breaker_open: soon
+- name: b
+  url: http://b:9090
+  timeout: 10
 `,
-		want: []string{"b.yaml: not a valid duration string: \"soon\""},
+		want: []string{
+			`b.yaml:4: backends[0].breaker_open: "soon" is not a duration (e.g. 500ms, 30s, 2m)`,
+			`b.yaml:7: backends[1].timeout: "10" is not a duration (e.g. 500ms, 30s, 2m)`,
+		},
 	}, {
 		name: "negative guard limits",
 		file: `backends:
@@ -291,6 +297,8 @@ func FuzzParseBackends(f *testing.F) {
 		"backends:\n- name: a\n  url: http://a:9090\n",
 		"backends:\n- name: a\n  url: http://a:9090\n  headers: {X-Scope-OrgID: t}\n  tls_config: {insecure_skip_verify: true}\n",
 		"backends: []\n", "backends: {}\n", "backends: x\n", "- a\n", "", "backends:\n- &a {name: b}\n- *a\n",
+		"backends:\n- name: a\n  url: http://a:9090\n  timeout: 5s\n  max_in_flight: 0\n  breaker_failures: 2\n  breaker_open: 1m\n",
+		"backends:\n- name: a\n  url: http://a:9090\n  breaker_open: [1s]\n  max_in_flight: -3\n",
 	} {
 		f.Add(seed)
 	}
@@ -308,6 +316,9 @@ func FuzzParseBackends(f *testing.F) {
 			}
 			if _, err := url.Parse(b.URL); err != nil {
 				t.Fatalf("accepted url %q: %v", b.URL, err)
+			}
+			if g := b.Guard; g.MaxConcurrent < -1 || g.BreakerFailures < -1 || g.BreakerOpen < 0 {
+				t.Fatalf("accepted guard %+v", g)
 			}
 		}
 	})

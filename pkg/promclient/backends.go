@@ -95,6 +95,9 @@ func ParseBackends(data []byte, file string, base Backend) ([]Backend, error) {
 	if keyNode(docMapping(&root), "backends") == nil {
 		return nil, fmt.Errorf("%s: no backends: key (a list of backends, each with a name and a url)", file)
 	}
+	if err := checkDurations(entryNodes(&root), file); err != nil {
+		return nil, err
+	}
 	var f BackendsFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -247,6 +250,27 @@ func (e *BackendEntry) guard(g *GuardConfig, add func(key, format string, args .
 	if e.BreakerOpen > 0 {
 		g.BreakerOpen = time.Duration(e.BreakerOpen)
 	}
+}
+
+// durationKeys are the entry keys holding a duration.
+var durationKeys = []string{"timeout", "breaker_open"}
+
+// checkDurations reports each duration key of the entries whose value does
+// not parse, at its line: the YAML decoder's error for it carries none.
+func checkDurations(entries []*yaml.Node, file string) error {
+	var errs []error
+	for i, n := range entries {
+		for _, key := range durationKeys {
+			k, v := mappingEntry(n, key)
+			if v == nil || v.Kind != yaml.ScalarNode {
+				continue
+			}
+			if _, err := model.ParseDuration(v.Value); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: backends[%d].%s: %q is not a duration (e.g. 500ms, 30s, 2m)", file, k.Line, i, key, v.Value))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // httpConfigKey names the HTTP client key an HTTPClientConfig.Validate
