@@ -38,6 +38,8 @@ func TestReadMetrics(t *testing.T) {
 			values: map[int]autoscaler.MetricValues{0: {}, 1: {Series: []int64{1500, 500}}}, wantReads: []int{0, 1}, wantMilli: 2000},
 		{name: "an explicit activation metric alone", spec: Spec{Activation: &Activation{Metric: explicit}}, replicas: 0,
 			values: map[int]autoscaler.MetricValues{-1: {Err: fail}}, wantReads: []int{-1}, wantFailed: true, wantErr: true},
+		{name: "a readable explicit activation metric makes the period a good one", spec: Spec{Fallback: &Fallback{}, Activation: &Activation{Metric: explicit}}, replicas: 2,
+			values: map[int]autoscaler.MetricValues{0: {Err: fail}, 1: {Err: fail}, -1: {Value: 3000}}, wantReads: []int{0, 1, -1}, wantMilli: 3000},
 		{name: "nothing configured reads nothing", replicas: 1},
 	}
 	for _, tc := range cases {

@@ -201,17 +201,21 @@ func (w *world) scalerStep(spec scaletozero.Spec, z *scaletozero.State, keySpecs
 		return w.metricValues(index, *m, pods, now)
 	})
 	d := scaletozero.Decide(spec, *z, in)
-	*z = d.State
 	r := &ScalerResult{Phase: string(d.State.Phase), Failures: d.State.Failures, Action: string(d.Action), Reason: d.Reason}
 	if d.Scale != nil {
 		r.Scale = ptr.To(*d.Scale)
-		if st.ScaleError == "" {
-			w.replicas = *d.Scale
-			w.follow(st.At.Duration)
-		} else {
+		if st.ScaleError != "" {
+			// As the controller does (pkg/controller/coexist.go): a failed
+			// write keeps the state, and the next period decides again from
+			// what /scale then says.
 			r.Error = st.ScaleError
+			r.Phase, r.Failures = string(z.Phase), z.Failures
+			return r
 		}
+		w.replicas = *d.Scale
+		w.follow(st.At.Duration)
 	}
+	*z = d.State
 	return r
 }
 

@@ -113,6 +113,22 @@ func TestExamplesBehaviour(t *testing.T) {
 				t.Errorf("step 5: want the fallback ended and kube-controller-manager scaling again, got %+v", r.Steps[5])
 			}
 		}},
+		{"coexist-fallback-scale-error.yaml", []int32{3, 3, 3, 3, 5, 3, 3}, func(t *testing.T, r *Result) {
+			if sc := r.Steps[3].Scaler; sc.Error == "" || sc.Phase != "Active" || sc.Failures != 2 {
+				t.Errorf("step 3: want the failed fallback write to keep the state (Active, 2 failures), got %+v", sc)
+			}
+			if sc := r.Steps[4].Scaler; sc.Action != "FallbackApplied" || sc.Scale == nil || *sc.Scale != 5 || sc.Error != "" {
+				t.Errorf("step 4: want the fallback written at the next period, got %+v", sc)
+			}
+		}},
+		{"coexist-idle-scale-error.yaml", []int32{2, 2, 1, 1, 1, 1, 1, 0, 0}, func(t *testing.T, r *Result) {
+			if sc := r.Steps[6].Scaler; sc.Error == "" || sc.Phase != "Idle" {
+				t.Errorf("step 6: want the failed write to keep the idle countdown, got %+v", sc)
+			}
+			if sc := r.Steps[7].Scaler; sc.Action != "ScaledToZero" || !strings.Contains(sc.Reason, "for 2m30s") {
+				t.Errorf("step 7: want zero written at the next period, idle since 1m, got %+v", sc)
+			}
+		}},
 		{"preloaded-history.yaml", []int32{5, 4, 4, 4, 3, 2}, func(t *testing.T, r *Result) {
 			if h := r.Steps[0].History; h == nil || len(h.Recommendations) != 3 || h.Recommendations[0].At != "-4m30s" {
 				t.Errorf("step 0: want the two preloaded recommendations and the new one, got %+v", h)
