@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -37,6 +39,7 @@ const (
 // Event reasons of the coexistence mode (besides the scaletozero actions).
 const (
 	reasonInvalidAnnotation = "InvalidAnnotation"
+	reasonUnknownAnnotation = "UnknownAnnotation"
 )
 
 // reconcileCoexist is one period of an HPA in ModeCoexist. HPAs without
@@ -44,13 +47,19 @@ const (
 func (c *Controller) reconcileCoexist(ctx context.Context, e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
 	if !scaletozero.Annotated(hpa.Annotations) {
 		e.zero = scaletozero.State{}
-		return nil
+		return c.retireStatus(ctx, e, hpa)
 	}
 	logger := klog.FromContext(ctx).WithValues("hpa", klog.KObj(hpa))
 	prev := previousStatus(hpa)
+	warnings := scaletozero.Messages(scaletozero.Unknown(hpa.Annotations))
+	if !slices.Equal(warnings, prev.Warnings) && len(warnings) > 0 {
+		c.tel.CoexistActions.WithLabelValues(reasonUnknownAnnotation).Inc()
+		c.record(hpa, []autoscaler.Event{{Type: v1.EventTypeWarning, Reason: reasonUnknownAnnotation, Message: strings.Join(warnings, "; ")}})
+	}
 	spec, problems := scaletozero.Parse(hpa)
 	if len(problems) > 0 {
 		st := prev
+		st.Warnings, st.Pause = warnings, ""
 		st.State, st.Valid = scaletozero.StateInvalid, scaletozero.ValidCondition(problems)
 		if st.Valid != prev.Valid {
 			c.tel.CoexistActions.WithLabelValues(reasonInvalidAnnotation).Inc()
@@ -77,7 +86,8 @@ func (c *Controller) reconcileCoexist(ctx context.Context, e *hpaEntry, hpa *aut
 	d := scaletozero.Decide(spec, e.zero, in)
 
 	st := scaletozero.Status{State: scaletozero.ReportedState(d.State.Phase), Valid: scaletozero.ValidCondition(nil),
-		LastAction: prev.LastAction, LastActionTime: prev.LastActionTime, Reason: prev.Reason}
+		LastAction: prev.LastAction, LastActionTime: prev.LastActionTime, Reason: prev.Reason,
+		Pause: spec.Pause.String(), Warnings: warnings}
 	if d.Scale != nil {
 		if err := c.setScale(ctx, hpa.Namespace, gr, sc, *d.Scale); err != nil {
 			// The state is kept as it was: the next period decides again
@@ -99,6 +109,29 @@ func (c *Controller) reconcileCoexist(ctx context.Context, e *hpaEntry, hpa *aut
 		st.LastAction, st.LastActionTime, st.Reason = d.Action, in.Now.UTC().Format(time.RFC3339), d.Reason
 	}
 	logger.V(4).Info("Coexistence decision", "replicas", in.Replicas, "phase", d.State.Phase, "failures", d.State.Failures, "reason", d.Reason)
+	return c.writeStatusAnnotation(ctx, e, hpa, prev, st)
+}
+
+// retireStatus ends the status annotation of an HPA that carried
+// promscaler.io annotations and no longer does: its state becomes Off (a
+// lifted pause is reported as PauseEnded). An HPA without the status
+// annotation is not written.
+func (c *Controller) retireStatus(ctx context.Context, e *hpaEntry, hpa *autoscalingv2.HorizontalPodAutoscaler) error {
+	if _, ok := hpa.Annotations[scaletozero.AnnotationStatus]; !ok {
+		return nil
+	}
+	prev := previousStatus(hpa)
+	if prev.State == scaletozero.StateOff {
+		return nil
+	}
+	st := scaletozero.Status{State: scaletozero.StateOff, Valid: scaletozero.ValidCondition(nil),
+		LastAction: prev.LastAction, LastActionTime: prev.LastActionTime, Reason: prev.Reason}
+	if prev.State == string(scaletozero.PhasePaused) {
+		reason := "the pause annotations are gone: kube-controller-manager scales the HPA again"
+		c.tel.CoexistActions.WithLabelValues(string(scaletozero.ActionUnpause)).Inc()
+		c.record(hpa, []autoscaler.Event{{Type: v1.EventTypeNormal, Reason: string(scaletozero.ActionUnpause), Message: reason}})
+		st.LastAction, st.LastActionTime, st.Reason = scaletozero.ActionUnpause, c.clock.Now().UTC().Format(time.RFC3339), reason
+	}
 	return c.writeStatusAnnotation(ctx, e, hpa, prev, st)
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -288,5 +289,95 @@ func TestOwnedHPAs(t *testing.T) {
 	}
 	if h.c.hasState("default/theirs") {
 		t.Error("state kept for an HPA not owned")
+	}
+}
+
+// TestCoexistUnknownAnnotation: an HPA whose only promscaler annotation is
+// misspelt is picked up and warned about once, with the nearest name.
+func TestCoexistUnknownAnnotation(t *testing.T) {
+	h := newHarness(t, world{
+		hpas:    []*autoscalingv2.HorizontalPodAutoscaler{queueHPA("worker", map[string]string{"promscaler.io/idle-perod": "10m"})},
+		targets: []target{{name: "worker", replicas: 2}},
+	}, coexist)
+	for i := range 3 {
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		h.waitForCache("worker")
+	}
+	evs := h.events.take()
+	if len(evs) != 1 || evs[0].Type != v1.EventTypeWarning || evs[0].Reason != "UnknownAnnotation" ||
+		!strings.Contains(evs[0].Note, "did you mean promscaler.io/idle-period?") {
+		t.Errorf("events %+v, want one UnknownAnnotation warning suggesting idle-period", evs)
+	}
+	st := statusOf(t, h, "worker")
+	if st.State != "Active" || len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "idle-perod") {
+		t.Errorf("status %+v, want Active with the warning", st)
+	}
+	if n := h.scaleWrites(); n != 0 {
+		t.Errorf("%d /scale writes, want none", n)
+	}
+}
+
+// TestCoexistPause: paused-replicas writes the count once and holds it;
+// paused-scale-in keeps an idle target from zero; lifting the pause is
+// reported.
+func TestCoexistPause(t *testing.T) {
+	h := newHarness(t, world{
+		hpas: []*autoscalingv2.HorizontalPodAutoscaler{queueHPA("worker", map[string]string{
+			scaletozero.AnnotationActivationMetric: "queue_depth", scaletozero.AnnotationIdlePeriod: "1s",
+			scaletozero.AnnotationPausedReplicas: "5"})},
+		targets: []target{{name: "worker", replicas: 2}},
+	}, coexist)
+	q := &queue{}
+	q.serve(h)
+	setAnn := func(k, v string) {
+		t.Helper()
+		hpa := h.hpa("worker").DeepCopy()
+		if v == "" {
+			delete(hpa.Annotations, k)
+		} else {
+			hpa.Annotations[k] = v
+		}
+		if _, err := h.kube.AutoscalingV2().HorizontalPodAutoscalers("default").Update(context.Background(), hpa, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.waitForCache("worker")
+	}
+	for i := range 3 {
+		h.clock.Step(15 * time.Second)
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		var want []string
+		if i == 0 {
+			want = []string{"Normal Paused Pause"}
+		}
+		checkStep(t, h, i, "worker", 5, want)
+	}
+	if st := statusOf(t, h, "worker"); st.State != "Paused" || st.Pause != "replicas 5" {
+		t.Errorf("status %+v, want Paused at replicas 5", st)
+	}
+	setAnn(scaletozero.AnnotationPausedReplicas, "")
+	setAnn(scaletozero.AnnotationPausedScaleIn, "true")
+	sc := h.scales.Get("default", "worker").DeepCopy()
+	sc.Spec.Replicas = 2 // a user scales by hand
+	h.scales.Set(sc)
+	for i := range 3 {
+		h.clock.Step(15 * time.Second)
+		if err := h.reconcile("worker"); err != nil {
+			t.Fatalf("scale-in reconcile %d: %v", i, err)
+		}
+		var want []string
+		if i == 0 {
+			want = []string{"Normal PauseEnded Recover"}
+		}
+		checkStep(t, h, i, "worker", 2, want)
+	}
+	if st := statusOf(t, h, "worker"); st.Pause != "scale-in" || st.State != "Active" || st.LastAction != scaletozero.ActionUnpause {
+		t.Errorf("status %+v, want pause scale-in after PauseEnded", st)
+	}
+	if n := h.scaleWrites(); n != 1 {
+		t.Errorf("%d /scale writes by promscaler, want 1 (the paused replicas)", n)
 	}
 }

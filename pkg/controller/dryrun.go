@@ -13,11 +13,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 // DryRunAnnotation is the HPA annotation that --dry-run-annotate writes:
 // a JSON DryRunRecord of the latest decision.
-const DryRunAnnotation = "promscaler.io/dry-run-decision"
+const DryRunAnnotation = scaletozero.AnnotationDryRunDecision
 
 // DryRunRecord is the decision a dry run records on the HPA. It holds no
 // timestamps or metric values, so it changes (and is written) only when the

@@ -184,9 +184,11 @@ func eventAction(reason string) string {
 		return "UpdateStatus"
 	case string(scaletozero.ActionScaleToZero), string(scaletozero.ActionActivate), string(scaletozero.ActionFallback):
 		return "Rescale"
-	case string(scaletozero.ActionRecover):
+	case string(scaletozero.ActionRecover), string(scaletozero.ActionUnpause):
 		return "Recover"
-	case reasonInvalidAnnotation:
+	case string(scaletozero.ActionPause):
+		return "Pause"
+	case reasonInvalidAnnotation, reasonUnknownAnnotation:
 		return "ValidateAnnotations"
 	}
 	return "Reconcile"

@@ -30,6 +30,7 @@ func testHPA(ann map[string]string) *autoscalingv2.HorizontalPodAutoscaler {
 
 // summary is what a test compares of a parse.
 type summary struct {
+	Pause      *Pause
 	Metric     string
 	HPAIndex   int
 	Threshold  int64
@@ -42,7 +43,7 @@ type summary struct {
 
 func summarize(hpa *autoscalingv2.HorizontalPodAutoscaler) summary {
 	spec, problems := Parse(hpa)
-	s := summary{Fallback: spec.Fallback, Annotated: Annotated(hpa.Annotations)}
+	s := summary{Fallback: spec.Fallback, Pause: spec.Pause, Annotated: Annotated(hpa.Annotations)}
 	if a := spec.Activation; a != nil {
 		s.Activation = true
 		s.Metric, s.HPAIndex, s.Threshold, s.Idle = a.Metric.String(), a.Metric.HPAIndex, a.ThresholdMilli, a.IdlePeriod
@@ -83,12 +84,12 @@ func TestParse(t *testing.T) {
 		{
 			name: "fallback",
 			ann:  map[string]string{AnnotationFallbackReplicas: "4", AnnotationFallbackAfter: "5"},
-			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 4, After: 5}},
+			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 4, After: 5, Behavior: FallbackStatic, On: FallbackOnAll}},
 		},
 		{
 			name: "fallback, default after",
 			ann:  map[string]string{AnnotationFallbackReplicas: "2"},
-			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 2, After: 3}},
+			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 2, After: 3, Behavior: FallbackStatic, On: FallbackOnAll}},
 		},
 		{
 			name: "every annotation wrong",
@@ -96,7 +97,7 @@ func TestParse(t *testing.T) {
 				AnnotationActivationMetric: "rps", AnnotationActivationThreshold: "-1", AnnotationIdlePeriod: "5x",
 				AnnotationFallbackReplicas: "11", AnnotationFallbackAfter: "0",
 			},
-			want: summary{Annotated: true, Activation: true, Metric: "?", Idle: 5 * time.Minute, Fallback: &Fallback{After: 3}, Problems: []string{
+			want: summary{Annotated: true, Activation: true, Metric: "?", Idle: 5 * time.Minute, Fallback: &Fallback{After: 3, Behavior: FallbackStatic, On: FallbackOnAll}, Problems: []string{
 				`annotation promscaler.io/activation-metric="rps": no External or Object metric named "rps" in spec.metrics (Pods and Resource metrics cannot be read at zero replicas; use external:NAME for another metric)`,
 				`annotation promscaler.io/activation-threshold="-1": must not be negative`,
 				`annotation promscaler.io/idle-period="5x": not a duration (e.g. 90s, 5m): time: unknown unit "x" in duration "5x"`,
@@ -136,9 +137,73 @@ func TestParse(t *testing.T) {
 			}},
 		},
 		{
+			name: "fallback behaviour and fallback-on",
+			ann:  map[string]string{AnnotationFallbackReplicas: "3", AnnotationFallbackBehavior: "currentReplicasIfHigher", AnnotationFallbackOn: "any"},
+			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 3, After: 3, Behavior: FallbackCurrentReplicasIfHigher, On: FallbackOnAny}},
+		},
+		{
+			name: "currentReplicas needs no count",
+			ann:  map[string]string{AnnotationFallbackBehavior: "currentReplicas"},
+			want: summary{Annotated: true, Fallback: &Fallback{After: 3, Behavior: FallbackCurrentReplicas, On: FallbackOnAll}},
+		},
+		{
+			name: "bad fallback behaviour and fallback-on",
+			ann:  map[string]string{AnnotationFallbackBehavior: "currentReplicasIfLower", AnnotationFallbackOn: "some"},
+			want: summary{Annotated: true, Fallback: &Fallback{After: 3, Behavior: FallbackCurrentReplicasIfLower, On: "some"}, Problems: []string{
+				`annotation promscaler.io/fallback-behavior="currentReplicasIfLower": currentReplicasIfLower needs promscaler.io/fallback-replicas`,
+				`annotation promscaler.io/fallback-on="some": want "all" or "any"`,
+			}},
+		},
+		{
+			name: "unknown fallback behaviour",
+			ann:  map[string]string{AnnotationFallbackReplicas: "3", AnnotationFallbackBehavior: "current"},
+			want: summary{Annotated: true, Fallback: &Fallback{Replicas: 3, After: 3, Behavior: "current", On: FallbackOnAll}, Problems: []string{
+				`annotation promscaler.io/fallback-behavior="current": want one of "static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"`,
+			}},
+		},
+		{
+			name: "paused",
+			ann:  map[string]string{AnnotationPaused: " True "},
+			want: summary{Annotated: true, Pause: &Pause{Hold: true, ScaleIn: true, ScaleOut: true}},
+		},
+		{
+			name: "paused false is no pause",
+			ann:  map[string]string{AnnotationPaused: "false", AnnotationPausedScaleIn: "false"},
+			want: summary{Annotated: true},
+		},
+		{
+			name: "paused-replicas wins over the others",
+			ann:  map[string]string{AnnotationPausedReplicas: "0", AnnotationPausedScaleOut: "true"},
+			want: summary{Annotated: true, Pause: &Pause{Hold: true, Replicas: ptr.To[int32](0), ScaleIn: true, ScaleOut: true}},
+		},
+		{
+			name: "paused-scale-in and paused-scale-out",
+			ann:  map[string]string{AnnotationPausedScaleIn: "true"},
+			want: summary{Annotated: true, Pause: &Pause{ScaleIn: true}},
+		},
+		{
+			name: "bad pause values",
+			ann:  map[string]string{AnnotationPaused: "yes", AnnotationPausedReplicas: "11", AnnotationPausedScaleOut: "1"},
+			want: summary{Annotated: true, Problems: []string{
+				`annotation promscaler.io/paused="yes": want "true" or "false"`,
+				`annotation promscaler.io/paused-replicas="11": must be within 0 and the HPA's maxReplicas 10`,
+				`annotation promscaler.io/paused-scale-out="1": want "true" or "false"`,
+			}},
+		},
+		{
+			name: "a misspelt annotation alone opts in (to be reported)",
+			ann:  map[string]string{"promscaler.io/idle-perod": "10m"},
+			want: summary{Annotated: true},
+		},
+		{
+			name: "written annotations alone do not opt in",
+			ann:  map[string]string{AnnotationStatus: "{}", AnnotationDryRunDecision: "{}"},
+			want: summary{},
+		},
+		{
 			name: "huge threshold, zero idle, fractional replicas",
 			ann:  map[string]string{AnnotationActivationMetric: "hits", AnnotationActivationThreshold: "1E", AnnotationIdlePeriod: "0s", AnnotationFallbackReplicas: "2.5"},
-			want: summary{Annotated: true, Activation: true, Metric: "hits", HPAIndex: 2, Idle: 5 * time.Minute, Fallback: &Fallback{After: 3}, Problems: []string{
+			want: summary{Annotated: true, Activation: true, Metric: "hits", HPAIndex: 2, Idle: 5 * time.Minute, Fallback: &Fallback{After: 3, Behavior: FallbackStatic, On: FallbackOnAll}, Problems: []string{
 				`annotation promscaler.io/activation-threshold="1E": must be at most 1e+15`,
 				`annotation promscaler.io/idle-period="0s": must be positive`,
 				`annotation promscaler.io/fallback-replicas="2.5": not a whole number: invalid syntax`,
@@ -172,5 +237,26 @@ func TestValidCondition(t *testing.T) {
 		Message: `annotation promscaler.io/idle-period="x": bad; annotation promscaler.io/fallback-after="0": worse`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
+	}
+}
+
+func TestUnknown(t *testing.T) {
+	got := Unknown(map[string]string{
+		"promscaler.io/idle-perod":         "10m",
+		"promscaler.io/pause":              "true",
+		"promscaler.io/fallback-replica":   "2",
+		"promscaler.io/something-else-yet": "x",
+		AnnotationIdlePeriod:               "5m",
+		AnnotationStatus:                   "{}",
+		"example.com/idle-perod":           "1",
+	})
+	want := []string{
+		`annotation promscaler.io/fallback-replica="2": unknown promscaler.io annotation, ignored; did you mean promscaler.io/fallback-replicas?`,
+		`annotation promscaler.io/idle-perod="10m": unknown promscaler.io annotation, ignored; did you mean promscaler.io/idle-period?`,
+		`annotation promscaler.io/pause="true": unknown promscaler.io annotation, ignored; did you mean promscaler.io/paused?`,
+		`annotation promscaler.io/something-else-yet="x": unknown promscaler.io annotation, ignored`,
+	}
+	if diff := cmp.Diff(want, Messages(got)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

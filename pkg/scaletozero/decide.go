@@ -20,6 +20,8 @@ type Spec struct {
 	Activation *Activation
 	// Fallback, when set, holds a replica count while metrics fail.
 	Fallback *Fallback
+	// Pause, when set, holds the target or one direction of scaling.
+	Pause *Pause
 }
 
 // Activation configures scale to zero and back.
@@ -37,10 +39,101 @@ type Activation struct {
 
 // Fallback configures the replicas held while metrics fail.
 type Fallback struct {
-	// Replicas is the count set after After consecutive failed periods.
+	// Replicas is the count of the static behaviour, and the bound of the
+	// IfHigher and IfLower ones.
 	Replicas int32
 	// After is the number of consecutive failed periods that trigger it.
 	After int32
+	// Behavior chooses the count from Replicas and the current replicas.
+	Behavior FallbackBehavior
+	// On says which periods fail.
+	On FallbackOn
+}
+
+// FallbackBehavior is how the fallback count is chosen (KEDA's names and
+// meanings).
+type FallbackBehavior string
+
+// Fallback behaviours.
+const (
+	// FallbackStatic sets Replicas.
+	FallbackStatic FallbackBehavior = "static"
+	// FallbackCurrentReplicas keeps the current replicas (no write).
+	FallbackCurrentReplicas FallbackBehavior = "currentReplicas"
+	// FallbackCurrentReplicasIfHigher keeps the current replicas when they
+	// are above Replicas, else sets Replicas.
+	FallbackCurrentReplicasIfHigher FallbackBehavior = "currentReplicasIfHigher"
+	// FallbackCurrentReplicasIfLower keeps the current replicas when they
+	// are below Replicas, else sets Replicas.
+	FallbackCurrentReplicasIfLower FallbackBehavior = "currentReplicasIfLower"
+)
+
+var fallbackBehaviors = []FallbackBehavior{FallbackStatic, FallbackCurrentReplicas, FallbackCurrentReplicasIfHigher, FallbackCurrentReplicasIfLower}
+
+// FallbackOn says which periods count as failed.
+type FallbackOn string
+
+// Values of FallbackOn.
+const (
+	// FallbackOnAll: a period fails when every metric read failed.
+	FallbackOnAll FallbackOn = "all"
+	// FallbackOnAny: a period fails when any of the HPA's own metrics
+	// failed. While some still read, the fallback only raises the
+	// replicas (kube-controller-manager cannot scale down while a metric
+	// fails, and scales up on the readable ones).
+	FallbackOnAny FallbackOn = "any"
+)
+
+// target is the fallback count for a target at current replicas; partial
+// reports that some of the HPA's metrics still read.
+func (f *Fallback) target(current int32, partial bool) int32 {
+	t := f.Replicas
+	switch f.Behavior {
+	case FallbackCurrentReplicas:
+		t = current
+	case FallbackCurrentReplicasIfHigher:
+		t = max(current, f.Replicas)
+	case FallbackCurrentReplicasIfLower:
+		t = min(current, f.Replicas)
+	}
+	if partial {
+		t = max(current, t)
+	}
+	return t
+}
+
+// Pause is what the pause annotations hold back. Beside
+// kube-controller-manager it takes the promscaler-pause
+// ValidatingAdmissionPolicy (deploy/components/autoscaler-pause) to keep
+// kube-controller-manager's own /scale writes back as well.
+type Pause struct {
+	// Hold stops every scaling (paused, or paused-replicas).
+	Hold bool
+	// Replicas, when set, is the count the target is held at.
+	Replicas *int32
+	// ScaleIn and ScaleOut stop one direction.
+	ScaleIn, ScaleOut bool
+}
+
+// Blocks reports whether the pause stops a change from one count to
+// another.
+func (p *Pause) Blocks(from, to int32) bool {
+	return p != nil && (to < from && p.ScaleIn || to > from && p.ScaleOut)
+}
+
+// String says what is paused, for the status and explain.
+func (p *Pause) String() string {
+	switch {
+	case p == nil:
+		return ""
+	case p.Replicas != nil:
+		return fmt.Sprintf("replicas %d", *p.Replicas)
+	case p.Hold || p.ScaleIn && p.ScaleOut:
+		return "all"
+	case p.ScaleIn:
+		return "scale-in"
+	}
+	return "scale-out"
 }
 
 // Phase is where an HPA stands.
@@ -58,6 +151,8 @@ const (
 	PhaseScaledToZero Phase = "ScaledToZero"
 	// PhaseFallback: metrics failed; the fallback replicas are held.
 	PhaseFallback Phase = "Fallback"
+	// PhasePaused: paused or paused-replicas holds the target.
+	PhasePaused Phase = "Paused"
 )
 
 // Action is what a decision did.
@@ -70,6 +165,8 @@ const (
 	ActionActivate    Action = "Activated"
 	ActionFallback    Action = "FallbackApplied"
 	ActionRecover     Action = "FallbackEnded"
+	ActionPause       Action = "Paused"
+	ActionUnpause     Action = "PauseEnded"
 )
 
 // State is what Decide needs from one period to the next. The zero value
@@ -98,6 +195,9 @@ type Input struct {
 	// HPA's own metrics and the activation metric): kube-controller-manager
 	// then leaves the replicas unchanged, so a fallback cannot fight it.
 	MetricsFailed bool
+	// SomeFailed reports that at least one of the HPA's own metrics read
+	// this period failed (it counts with FallbackOnAny).
+	SomeFailed bool
 }
 
 // Decision is the outcome of one period.
@@ -117,8 +217,37 @@ type Decision struct {
 // minReplicas only at 0, and the fallback once, when N consecutive periods
 // found no metric readable.
 func Decide(spec Spec, st State, in Input) Decision {
+	p := spec.Pause
+	switch {
+	case p != nil && p.Hold:
+		return decidePaused(p, st, in)
+	case st.Phase == PhasePaused:
+		d := Decision{State: State{Phase: PhaseActive}, Action: ActionUnpause,
+			Reason: fmt.Sprintf("the pause annotations are gone: the HPA scales from %d replicas", in.Replicas)}
+		if in.Replicas == 0 {
+			d.State.Phase = PhaseScaledToZero
+		}
+		return d
+	}
+	d := decide(spec, st, in)
+	if d.Scale != nil && p.Blocks(in.Replicas, *d.Scale) {
+		held := Decision{State: st, Reason: fmt.Sprintf("%s to %d replicas held back: %s", d.Action, *d.Scale, pauseAnnotation(p, in.Replicas, *d.Scale))}
+		held.State.Failures = d.State.Failures
+		switch {
+		case in.Replicas == 0:
+			held.State.Phase = PhaseScaledToZero
+		case held.State.Phase == "" || held.State.Phase == PhaseScaledToZero:
+			held.State.Phase = PhaseActive
+		}
+		return held
+	}
+	return d
+}
+
+// decide is one period's decision without a pause.
+func decide(spec Spec, st State, in Input) Decision {
 	d := Decision{State: st}
-	if in.MetricsFailed {
+	if in.MetricsFailed || in.SomeFailed && spec.Fallback != nil && spec.Fallback.On == FallbackOnAny {
 		return decideFailed(spec, st, in)
 	}
 	d.State.Failures = 0
@@ -178,6 +307,41 @@ func Decide(spec Spec, st State, in Input) Decision {
 	return d
 }
 
+// decidePaused holds the target: at the paused replicas (written
+// whenever /scale differs), or where it is.
+func decidePaused(p *Pause, st State, in Input) Decision {
+	d := Decision{State: State{Phase: PhasePaused}}
+	if st.Phase != PhasePaused {
+		d.Action = ActionPause
+	}
+	if p.Replicas == nil {
+		d.Reason = fmt.Sprintf("%s: held at %d replicas", AnnotationPaused, in.Replicas)
+		return d
+	}
+	if in.Replicas == *p.Replicas {
+		d.Reason = fmt.Sprintf("%s: held at %d replicas", AnnotationPausedReplicas, *p.Replicas)
+		return d
+	}
+	d.Scale = ref(*p.Replicas)
+	d.Action = ActionPause
+	d.Reason = fmt.Sprintf("%s: scaled from %d to %d replicas", AnnotationPausedReplicas, in.Replicas, *p.Replicas)
+	return d
+}
+
+// pauseAnnotation names the annotation that blocks a change.
+func pauseAnnotation(p *Pause, from, to int32) string {
+	if to < from {
+		if p.Hold {
+			return AnnotationPaused
+		}
+		return AnnotationPausedScaleIn
+	}
+	if p.Hold {
+		return AnnotationPaused
+	}
+	return AnnotationPausedScaleOut
+}
+
 // decideFailed is a period whose metric reads all failed.
 func decideFailed(spec Spec, st State, in Input) Decision {
 	d := Decision{State: st}
@@ -196,18 +360,19 @@ func decideFailed(spec Spec, st State, in Input) Decision {
 		return d
 	}
 	d.State.Phase = PhaseFallback
+	target := f.target(in.Replicas, !in.MetricsFailed)
 	if st.Phase == PhaseFallback {
 		// Applied once, on entering: if the replicas moved since, someone
 		// (kube-controller-manager, reading a metric after all) chose them;
 		// writing again would fight it.
-		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: fallback of %d replicas applied when it began", d.State.Failures, f.Replicas)
+		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: fallback (%s) applied when it began", d.State.Failures, f.Behavior)
 		return d
 	}
 	d.Action = ActionFallback
-	d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: holding the fallback of %d replicas", d.State.Failures, f.Replicas)
-	if in.Replicas != f.Replicas {
-		d.Scale = ref(f.Replicas)
-		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: scaled from %d to the fallback of %d replicas", d.State.Failures, in.Replicas, f.Replicas)
+	d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: holding %d replicas (fallback %s)", d.State.Failures, target, f.Behavior)
+	if in.Replicas != target {
+		d.Scale = ref(target)
+		d.Reason = fmt.Sprintf("metrics unreadable for %d consecutive periods: scaled from %d to %d replicas (fallback %s)", d.State.Failures, in.Replicas, target, f.Behavior)
 	}
 	return d
 }

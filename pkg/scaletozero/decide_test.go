@@ -12,7 +12,7 @@ var t0 = time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
 
 func TestDecide(t *testing.T) {
 	activation := &Activation{Metric: MetricRef{HPAIndex: -1}, ThresholdMilli: 5000, IdlePeriod: time.Minute}
-	fallback := &Fallback{Replicas: 4, After: 3}
+	fallback := &Fallback{Replicas: 4, After: 3, Behavior: FallbackStatic, On: FallbackOnAll}
 	both := Spec{Activation: activation, Fallback: fallback}
 	type step struct {
 		at       time.Duration // since t0
@@ -20,6 +20,7 @@ func TestDecide(t *testing.T) {
 		value    int64 // activation metric, milli
 		actErr   bool
 		failed   bool
+		some     bool // some of the HPA's own metrics failed
 		want     *int32
 		action   Action
 		phase    Phase
@@ -146,6 +147,88 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "fallback currentReplicas: reported, never written",
+			spec: Spec{Fallback: &Fallback{After: 1, Behavior: FallbackCurrentReplicas, On: FallbackOnAll}},
+			steps: []step{
+				{replicas: 7, failed: true, action: ActionFallback, phase: PhaseFallback},
+				{replicas: 7, failed: true, phase: PhaseFallback},
+			},
+		},
+		{
+			name: "fallback currentReplicasIfHigher: current above the count is kept",
+			spec: Spec{Fallback: &Fallback{Replicas: 4, After: 1, Behavior: FallbackCurrentReplicasIfHigher, On: FallbackOnAll}},
+			steps: []step{
+				{replicas: 7, failed: true, action: ActionFallback, phase: PhaseFallback},
+				{replicas: 7, value: 1, action: ActionRecover, phase: PhaseActive},
+				{replicas: 2, failed: true, want: ref[int32](4), action: ActionFallback, phase: PhaseFallback},
+			},
+		},
+		{
+			name: "fallback currentReplicasIfLower: current below the count is kept",
+			spec: Spec{Fallback: &Fallback{Replicas: 4, After: 1, Behavior: FallbackCurrentReplicasIfLower, On: FallbackOnAll}},
+			steps: []step{
+				{replicas: 2, failed: true, action: ActionFallback, phase: PhaseFallback},
+				{replicas: 2, value: 1, action: ActionRecover, phase: PhaseActive},
+				{replicas: 7, failed: true, want: ref[int32](4), action: ActionFallback, phase: PhaseFallback},
+			},
+		},
+		{
+			name: "fallback-on all: some metrics failing is not a failed period",
+			spec: Spec{Fallback: &Fallback{Replicas: 4, After: 1, Behavior: FallbackStatic, On: FallbackOnAll}},
+			steps: []step{
+				{replicas: 2, some: true, phase: PhaseActive},
+			},
+		},
+		{
+			name: "fallback-on any: some metrics failing only raises",
+			spec: Spec{Fallback: &Fallback{Replicas: 4, After: 2, Behavior: FallbackStatic, On: FallbackOnAny}},
+			steps: []step{
+				{replicas: 2, some: true},
+				{replicas: 2, some: true, want: ref[int32](4), action: ActionFallback, phase: PhaseFallback},
+				{replicas: 6, value: 1, action: ActionRecover, phase: PhaseActive},
+				{replicas: 6, some: true, phase: PhaseActive},
+				{replicas: 6, some: true, action: ActionFallback, phase: PhaseFallback},
+			},
+		},
+		{
+			name: "paused-replicas: written on entering and whenever moved, then ended",
+			spec: Spec{Activation: activation, Pause: &Pause{Hold: true, Replicas: ref[int32](3), ScaleIn: true, ScaleOut: true}},
+			steps: []step{
+				{replicas: 2, value: 0, want: ref[int32](3), action: ActionPause, phase: PhasePaused},
+				{at: time.Hour, replicas: 3, value: 0, phase: PhasePaused},
+				{at: 2 * time.Hour, replicas: 5, failed: true, want: ref[int32](3), action: ActionPause, phase: PhasePaused},
+			},
+		},
+		{
+			name: "paused: nothing written, no idle countdown, no fallback",
+			spec: Spec{Activation: activation, Fallback: &Fallback{Replicas: 4, After: 1, Behavior: FallbackStatic, On: FallbackOnAll}, Pause: &Pause{Hold: true, ScaleIn: true, ScaleOut: true}},
+			steps: []step{
+				{replicas: 2, value: 0, action: ActionPause, phase: PhasePaused},
+				{at: time.Hour, replicas: 2, value: 0, phase: PhasePaused},
+				{at: 2 * time.Hour, replicas: 0, value: 9000, phase: PhasePaused},
+				{at: 3 * time.Hour, replicas: 2, failed: true, phase: PhasePaused},
+			},
+		},
+		{
+			name: "paused-scale-in: no scale to zero, activation still works",
+			spec: Spec{Activation: activation, Pause: &Pause{ScaleIn: true}},
+			steps: []step{
+				{replicas: 2, value: 0, phase: PhaseIdle},
+				{at: time.Hour, replicas: 2, value: 0, phase: PhaseIdle},
+				{at: 2 * time.Hour, replicas: 0, value: 9000, want: ref[int32](2), action: ActionActivate, phase: PhaseActive},
+			},
+		},
+		{
+			name: "paused-scale-out: no activation, no fallback up; scale to zero still works",
+			spec: Spec{Activation: activation, Fallback: &Fallback{Replicas: 4, After: 1, Behavior: FallbackStatic, On: FallbackOnAll}, Pause: &Pause{ScaleOut: true}},
+			steps: []step{
+				{replicas: 0, value: 9000, phase: PhaseScaledToZero},
+				{replicas: 2, failed: true, phase: PhaseActive},
+				{replicas: 2, value: 0, phase: PhaseIdle},
+				{at: time.Hour, replicas: 2, value: 0, want: ref[int32](0), action: ActionScaleToZero, phase: PhaseScaledToZero},
+			},
+		},
+		{
 			name: "fallback only: never to zero",
 			spec: Spec{Fallback: fallback},
 			steps: []step{
@@ -158,7 +241,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var st State
 			for i, s := range tt.steps {
-				in := Input{Now: t0.Add(s.at), Replicas: s.replicas, MinReplicas: 2, MaxReplicas: 10, ActivationMilli: s.value, MetricsFailed: s.failed}
+				in := Input{Now: t0.Add(s.at), Replicas: s.replicas, MinReplicas: 2, MaxReplicas: 10, ActivationMilli: s.value, MetricsFailed: s.failed, SomeFailed: s.failed || s.some}
 				if s.actErr {
 					in.ActivationErr = errors.New("no metrics returned from external metrics API")
 				}
@@ -191,5 +274,12 @@ func TestDecideReasons(t *testing.T) {
 	want := "activation metric ? is 1.5, above the threshold 0.5: scaled from 0 to minReplicas 1"
 	if d.Reason != want {
 		t.Errorf("reason %q, want %q", d.Reason, want)
+	}
+}
+
+func TestDecideUnpause(t *testing.T) {
+	d := Decide(Spec{}, State{Phase: PhasePaused}, Input{Now: t0, Replicas: 3, MinReplicas: 1, MaxReplicas: 10})
+	if d.Action != ActionUnpause || d.State.Phase != PhaseActive || d.Scale != nil {
+		t.Errorf("got %+v, want PauseEnded, Active, no write", d)
 	}
 }

@@ -18,7 +18,7 @@ type ReadFunc func(index int, spec *autoscalingv2.MetricSpec) autoscaler.MetricV
 // (Pods, Resource, ContainerResource) when the target has no replicas or
 // no selector, since they cannot exist then; and the activation metric,
 // unless it is one of those already read. MetricsFailed is set when every
-// read failed. in.Replicas must be set.
+// read failed, SomeFailed when one of the HPA's own metrics failed. in.Replicas must be set.
 func ReadMetrics(hpa *autoscalingv2.HorizontalPodAutoscaler, spec Spec, hasSelector bool, in *Input, read ReadFunc) {
 	reads, failures := 0, 0
 	own := map[int]autoscaler.MetricValues{}
@@ -33,6 +33,7 @@ func ReadMetrics(hpa *autoscalingv2.HorizontalPodAutoscaler, spec Spec, hasSelec
 			reads++
 			if v.Err != nil {
 				failures++
+				in.SomeFailed = true
 			}
 		}
 	}

@@ -238,3 +238,21 @@ steps:
 		t.Errorf("result %+v", r.Steps[0])
 	}
 }
+
+func TestUnknownAnnotationRefused(t *testing.T) {
+	_, err := Parse([]byte(`hpa:
+  apiVersion: autoscaling/v2
+  kind: HorizontalPodAutoscaler
+  metadata:
+    name: worker
+    annotations: {promscaler.io/idle-perod: 10m}
+  spec:
+    scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: worker}
+    maxReplicas: 10
+target: {replicas: 1}
+steps: [{at: 0s}]
+`))
+	if err == nil || !strings.Contains(err.Error(), "did you mean promscaler.io/idle-period?") {
+		t.Fatalf("err = %v, want the unknown annotation with a suggestion", err)
+	}
+}

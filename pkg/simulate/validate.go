@@ -475,6 +475,7 @@ func (s *Scenario) validateAnnotations() []error {
 	h := s.HPA.DeepCopy()
 	autoscaler.ApplyDefaults(h)
 	_, problems := scaletozero.Parse(h)
+	problems = append(problems, scaletozero.Unknown(h.Annotations)...)
 	var errs []error
 	for _, p := range problems {
 		errs = append(errs, fmt.Errorf("hpa.metadata.annotations[%q]: %s", p.Annotation, p.Message))

@@ -1,0 +1,143 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/promscaler/promscaler/pkg/scaletozero"
+	"github.com/promscaler/promscaler/test/e2e/framework"
+)
+
+// kcmHPAUser is kube-controller-manager's HPA controller as the API server
+// sees it (--use-service-account-credentials).
+const kcmHPAUser = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+
+// TestAutoscalerPause: the pause annotations beside the real
+// kube-controller-manager, with the promscaler-pause admission policy of
+// deploy/components/autoscaler-pause. No metrics are needed:
+// kube-controller-manager enforces minReplicas/maxReplicas before reading
+// any, so an HPA whose target is outside them is one it wants to rescale.
+// Every successful /scale write is counted from the audit log.
+func TestAutoscalerPause(t *testing.T) {
+	auditDir := t.TempDir()
+	policy, auditLog := filepath.Join(auditDir, "policy.yaml"), filepath.Join(auditDir, "audit.log")
+	if err := os.WriteFile(policy, []byte(coexistAuditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := framework.New(t, framework.Config{APIServerArgs: []string{"--audit-policy-file=" + policy, "--audit-log-path=" + auditLog}})
+	if _, err := os.Stat(env.Bin("autoscaler")); err != nil {
+		t.Fatalf("autoscaler binary: %v (run `make build`)", err)
+	}
+	ctx := ctxFor(t, 4*time.Minute)
+	if err := env.EnsureNamespace(ctx, coexistLeaseSpace); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"deploy/components/autoscaler/rbac.yaml", "deploy/components/autoscaler-pause/policy.yaml"} {
+		if out, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(env.RepoRoot, f)); err != nil {
+			t.Fatalf("applying %s: %v\n%s", f, err, out)
+		}
+	}
+	env.MustStartControllerManager(t, framework.ControllerManagerConfig{HPASyncPeriod: time.Second})
+
+	// Each target starts outside its HPA's range, so kube-controller-manager
+	// wants to move it at once: up to minReplicas or down to maxReplicas.
+	unserved := autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: "unserved"},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(10, resource.DecimalSI)},
+	}}
+	createWorkload(t, ctx, env, "pause-all", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPaused: "true"})
+	createWorkload(t, ctx, env, "pause-replicas", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPausedReplicas: "2"})
+	createWorkload(t, ctx, env, "pause-in", "app", 8, 3, 4, unserved, map[string]string{scaletozero.AnnotationPausedScaleIn: "true"})
+	createWorkload(t, ctx, env, "pause-out", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPausedScaleOut: "true"})
+	createWorkload(t, ctx, env, "unpaused", "app", 1, 3, 5, unserved, nil)
+
+	a := startReplica(t, env, "autoscaler", coexistUserA, []string{
+		"--mode=coexist", "--horizontal-pod-autoscaler-sync-period=1s",
+		"--leader-elect-resource-namespace=" + coexistLeaseSpace, "--api-request-timeout=5s",
+	})
+	waitHolder(t, ctx, env, a, 30*time.Second)
+
+	// The unpaused HPA shows kube-controller-manager at work (1 -> 3); the
+	// paused ones hold for 10 s of kube-controller-manager's 1 s periods.
+	waitSpecReplicas(t, ctx, env, "unpaused", "app", 3, 30*time.Second)
+	waitSpecReplicas(t, ctx, env, "pause-replicas", "app", 2, 30*time.Second) // ours
+	held := time.Now()
+	for ns, want := range map[string]int32{"pause-all": 1, "pause-replicas": 2, "pause-in": 8, "pause-out": 1} {
+		requireReplicasFor(t, ctx, env, ns, "app", want, 10*time.Second-time.Since(held))
+	}
+	requireStatus(t, ctx, env, "pause-replicas", "app", "Paused", scaletozero.ActionPause)
+
+	// The direction a partial pause leaves open still works: a user scales
+	// pause-in to 1 (kube-controller-manager scales out to minReplicas 3)
+	// and pause-out to 8 (it scales in to maxReplicas 5).
+	scaleBy := func(ns string, n int32) {
+		t.Helper()
+		patch := []byte(`{"spec":{"replicas":` + strconv.Itoa(int(n)) + `}}`)
+		if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, "app", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scaleBy("pause-in", 1)
+	scaleBy("pause-out", 8)
+	waitSpecReplicas(t, ctx, env, "pause-in", "app", 3, 30*time.Second)
+	waitSpecReplicas(t, ctx, env, "pause-out", "app", 5, 30*time.Second)
+
+	// What a user sees on a paused HPA.
+	desc, err := env.Kubectl(ctx, "describe", "hpa", "-n", "pause-all", "app")
+	if err != nil {
+		t.Fatalf("kubectl describe hpa: %v\n%s", err, desc)
+	}
+	t.Logf("kubectl describe hpa -n pause-all app:\n%s", desc)
+	for _, want := range []string{"FailedRescale", "promscaler-pause", `"state":"Paused"`} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("kubectl describe hpa lacks %q", want)
+		}
+	}
+
+	// Lifting the pause gives the target back to kube-controller-manager.
+	unpause := []byte(`{"metadata":{"annotations":{"` + scaletozero.AnnotationPaused + `":null}}}`)
+	if _, err := env.Client.AutoscalingV2().HorizontalPodAutoscalers("pause-all").Patch(ctx, "app", types.MergePatchType, unpause, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unpaused := time.Now()
+	waitSpecReplicas(t, ctx, env, "pause-all", "app", 3, 30*time.Second)
+	t.Logf("pause lifted -> kube-controller-manager scales: %v", time.Since(unpaused).Round(100*time.Millisecond))
+	requireStatus(t, ctx, env, "pause-all", "app", scaletozero.StateOff, scaletozero.ActionUnpause)
+
+	time.Sleep(time.Second)
+	counts := map[string]int{}
+	for _, w := range readAudit(t, auditLog) {
+		if w.Resource == "deployments" && w.Subresource == "scale" {
+			counts[w.Namespace+" "+w.User]++
+		}
+	}
+	t.Logf("successful /scale writes (namespace user): %v", counts)
+	want := map[string]int{
+		"pause-replicas " + coexistUserA: 1, // the pause itself
+		"pause-in " + kcmHPAUser:         1, // 1 -> 3, the open direction
+		"pause-out " + kcmHPAUser:        1, // 8 -> 5, the open direction
+		"pause-all " + kcmHPAUser:        1, // 1 -> 3 once the pause is lifted
+		"unpaused " + kcmHPAUser:         1,
+	}
+	for k, n := range want {
+		if counts[k] != n {
+			t.Errorf("/scale writes %q = %d, want %d", k, counts[k], n)
+		}
+	}
+	for k, n := range counts {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected /scale writes %q: %d", k, n)
+		}
+	}
+}
