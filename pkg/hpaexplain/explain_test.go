@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -258,5 +259,35 @@ func TestNewNamesMissingDependencies(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), dep+" is required") {
 			t.Errorf("err = %v, want %s named", err, dep)
 		}
+	}
+}
+
+func TestPromscalerAnnotations(t *testing.T) {
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	hpa.Spec.MaxReplicas = 10
+	hpa.Annotations = map[string]string{
+		"promscaler.io/paused-replicas": "3", "promscaler.io/fallback-behavior": "currentReplicas", "promscaler.io/idle-perod": "1m",
+	}
+	ps := promscalerOf(hpa)
+	want := &Promscaler{
+		Settings: []string{
+			"fallback: currentReplicas (replicas 0) after 3 failed periods, a period failing on all metrics",
+			"paused: replicas 3 (kube-controller-manager is held back only with the promscaler-pause admission policy)",
+		},
+		Unknown: []string{`annotation promscaler.io/idle-perod="1m": unknown promscaler.io annotation, ignored; did you mean promscaler.io/idle-period?`},
+	}
+	if diff := cmp.Diff(want, ps); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	x := &Explanation{Promscaler: ps, MetricsSkipped: "test"}
+	if err := x.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "paused: replicas 3") || !strings.Contains(b.String(), "warning: annotation promscaler.io/idle-perod") {
+		t.Errorf("text lacks the annotations:\n%s", b.String())
+	}
+	if promscalerOf(&autoscalingv2.HorizontalPodAutoscaler{}) != nil {
+		t.Error("an HPA without promscaler.io annotations has a promscaler section")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/promscaler/promscaler/pkg/autoscaler"
+	"github.com/promscaler/promscaler/pkg/scaletozero"
 )
 
 // Explanation is one explained decision. Its JSON form is the output of
@@ -53,6 +54,44 @@ type Explanation struct {
 	History History `json:"history"`
 	// Error is the reconcile's error, if any.
 	Error string `json:"error,omitempty"`
+	// Promscaler is what the HPA's promscaler.io annotations ask of the
+	// coexistence autoscaler; absent without them.
+	Promscaler *Promscaler `json:"promscaler,omitempty"`
+}
+
+// Promscaler is the parsed promscaler.io annotations of an HPA.
+type Promscaler struct {
+	// Settings are "annotation: meaning" lines for each valid setting.
+	Settings []string `json:"settings,omitempty"`
+	// Problems name each invalid annotation (nothing then applies), and
+	// Unknown each unknown promscaler.io annotation.
+	Problems []string `json:"problems,omitempty"`
+	Unknown  []string `json:"unknown,omitempty"`
+	// Status is the status annotation the autoscaler last wrote.
+	Status string `json:"status,omitempty"`
+}
+
+// promscalerOf parses the HPA's promscaler.io annotations.
+func promscalerOf(hpa *autoscalingv2.HorizontalPodAutoscaler) *Promscaler {
+	if !scaletozero.Annotated(hpa.Annotations) {
+		return nil
+	}
+	spec, problems := scaletozero.Parse(hpa)
+	ps := &Promscaler{Problems: scaletozero.Messages(problems), Unknown: scaletozero.Messages(scaletozero.Unknown(hpa.Annotations)),
+		Status: hpa.Annotations[scaletozero.AnnotationStatus]}
+	if len(problems) > 0 {
+		return ps
+	}
+	if a := spec.Activation; a != nil {
+		ps.Settings = append(ps.Settings, fmt.Sprintf("scale to zero: after %v at minReplicas with %s at or below %gm; back to minReplicas above it", a.IdlePeriod, a.Metric, float64(a.ThresholdMilli)))
+	}
+	if f := spec.Fallback; f != nil {
+		ps.Settings = append(ps.Settings, fmt.Sprintf("fallback: %s (replicas %d) after %d failed periods, a period failing on %s metrics", f.Behavior, f.Replicas, f.After, f.On))
+	}
+	if pz := spec.Pause; pz != nil {
+		ps.Settings = append(ps.Settings, fmt.Sprintf("paused: %s (kube-controller-manager is held back only with the promscaler-pause admission policy)", pz))
+	}
+	return ps
 }
 
 // Target is the scale target.
@@ -162,6 +201,7 @@ func newExplanation(hpa *autoscalingv2.HorizontalPodAutoscaler, a *autoscaler.Au
 		lt := hpa.Status.LastScaleTime.UTC()
 		x.History.LastScaleTime = &lt
 	}
+	x.Promscaler = promscalerOf(hpa)
 	return x
 }
 

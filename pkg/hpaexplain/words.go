@@ -35,6 +35,7 @@ func (x *Explanation) WriteText(w io.Writer) error {
 	}
 	p.f("   Range: minReplicas %d, maxReplicas %d. Tolerance: usage ratios within [%s, %s] change nothing.\n",
 		x.MinReplicas, x.MaxReplicas, num(1-x.Tolerance.ScaleDown), num(1+x.Tolerance.ScaleUp))
+	x.writePromscaler(p)
 	if x.MetricsSkipped != "" {
 		p.f("2. Metrics: not read: %s.\n", x.MetricsSkipped)
 		x.writeDecision(p, 3)
@@ -203,4 +204,25 @@ func policies(sel *autoscalingv2.ScalingPolicySelect, ps []autoscalingv2.HPAScal
 		return parts[0]
 	}
 	return strings.Join(parts, " or ") + ", " + pick
+}
+
+// writePromscaler prints the promscaler.io annotations, when there are any.
+func (x *Explanation) writePromscaler(p *printer) {
+	ps := x.Promscaler
+	if ps == nil {
+		return
+	}
+	p.f("   promscaler.io annotations (the coexistence autoscaler acts beside this decision):\n")
+	for _, s := range ps.Settings {
+		p.f("     %s\n", s)
+	}
+	for _, s := range ps.Problems {
+		p.f("     invalid, nothing applies: %s\n", s)
+	}
+	for _, s := range ps.Unknown {
+		p.f("     warning: %s\n", s)
+	}
+	if ps.Status != "" {
+		p.f("     last status: %s\n", ps.Status)
+	}
 }
