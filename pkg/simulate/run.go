@@ -126,8 +126,13 @@ func Run(s *Scenario, opts Options) (*Result, error) {
 		d := a.Decide(state, in)
 		if d.Rescale {
 			var scaleErr error
-			if st.ScaleError != "" {
+			switch p := scalerSpec.Pause; {
+			case st.ScaleError != "":
 				scaleErr = errors.New(st.ScaleError)
+			case scaler && p.Blocks(current, d.DesiredReplicas):
+				// The promscaler-pause admission policy denies
+				// kube-controller-manager this write.
+				scaleErr = fmt.Errorf("denied by the promscaler-pause ValidatingAdmissionPolicy: the HPA's pause annotations (%s) forbid %d -> %d", p, current, d.DesiredReplicas)
 			}
 			a.FinishRescale(state, &d, scaleErr)
 			if scaleErr == nil {

@@ -129,6 +129,16 @@ func TestExamplesBehaviour(t *testing.T) {
 				t.Errorf("step 7: want zero written at the next period, idle since 1m, got %+v", sc)
 			}
 		}},
+		{"coexist-paused-scale-in.yaml", []int32{3, 3, 3, 5}, func(t *testing.T, r *Result) {
+			if c := findCond(r.Steps[1], "AbleToScale"); c == nil || c.Reason != "FailedUpdateScale" || !strings.Contains(c.Message, "promscaler-pause") {
+				t.Errorf("step 1: want kube-controller-manager's scale-in denied by the pause policy, got %+v", c)
+			}
+		}},
+		{"coexist-fallback-if-higher.yaml", []int32{3, 3, 3, 3, 3, 3, 3}, func(t *testing.T, r *Result) {
+			if sc := r.Steps[3].Scaler; sc.Action != "FallbackApplied" || sc.Scale != nil {
+				t.Errorf("step 3: want the fallback reported without a write (3 > 2), got %+v", sc)
+			}
+		}},
 		{"preloaded-history.yaml", []int32{5, 4, 4, 4, 3, 2}, func(t *testing.T, r *Result) {
 			if h := r.Steps[0].History; h == nil || len(h.Recommendations) != 3 || h.Recommendations[0].At != "-4m30s" {
 				t.Errorf("step 0: want the two preloaded recommendations and the new one, got %+v", h)
