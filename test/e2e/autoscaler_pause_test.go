@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,13 +24,21 @@ import (
 // sees it (--use-service-account-credentials).
 const kcmHPAUser = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 
+// unserved is an external metric nobody serves.
+var unserved = autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+	Metric: autoscalingv2.MetricIdentifier{Name: "unserved"},
+	Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(10, resource.DecimalSI)},
+}}
+
 // TestAutoscalerPause: the pause annotations beside the real
 // kube-controller-manager, with the promscaler-pause admission policy of
 // deploy/components/autoscaler-pause. No metrics are needed:
 // kube-controller-manager enforces minReplicas/maxReplicas before reading
 // any, so an HPA whose target is outside them is one it wants to rescale.
 // Every successful /scale write is counted from the audit log.
-func TestAutoscalerPause(t *testing.T) {
+// startPauseEnv starts the control plane (with an audit log),
+// kube-controller-manager's HPA controller and the promscaler-pause policy.
+func startPauseEnv(t *testing.T) (*framework.Env, context.Context, string) {
 	auditDir := t.TempDir()
 	policy, auditLog := filepath.Join(auditDir, "policy.yaml"), filepath.Join(auditDir, "audit.log")
 	if err := os.WriteFile(policy, []byte(coexistAuditPolicy), 0o600); err != nil {
@@ -49,18 +58,30 @@ func TestAutoscalerPause(t *testing.T) {
 		}
 	}
 	env.MustStartControllerManager(t, framework.ControllerManagerConfig{HPASyncPeriod: time.Second})
+	return env, ctx, auditLog
+}
 
+func TestAutoscalerPause(t *testing.T) {
+	env, ctx, auditLog := startPauseEnv(t)
 	// Each target starts outside its HPA's range, so kube-controller-manager
 	// wants to move it at once: up to minReplicas or down to maxReplicas.
-	unserved := autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-		Metric: autoscalingv2.MetricIdentifier{Name: "unserved"},
-		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: resource.NewQuantity(10, resource.DecimalSI)},
-	}}
 	createWorkload(t, ctx, env, "pause-all", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPaused: "true"})
 	createWorkload(t, ctx, env, "pause-replicas", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPausedReplicas: "2"})
 	createWorkload(t, ctx, env, "pause-in", "app", 8, 3, 4, unserved, map[string]string{scaletozero.AnnotationPausedScaleIn: "true"})
 	createWorkload(t, ctx, env, "pause-out", "app", 1, 3, 5, unserved, map[string]string{scaletozero.AnnotationPausedScaleOut: "true"})
 	createWorkload(t, ctx, env, "unpaused", "app", 1, 3, 5, unserved, nil)
+	// Fallbacks: the metric is never served, so every period fails and
+	// kube-controller-manager keeps the count; each behaviour after 1 period.
+	for ns, c := range map[string]struct {
+		replicas int32
+		behavior string
+	}{"fallback-static": {2, "static"}, "fallback-current": {2, "currentReplicas"}, "fallback-higher": {5, "currentReplicasIfHigher"}, "fallback-lower": {5, "currentReplicasIfLower"}} {
+		ann := map[string]string{scaletozero.AnnotationFallbackBehavior: c.behavior, scaletozero.AnnotationFallbackAfter: "1"}
+		if c.behavior != "currentReplicas" {
+			ann[scaletozero.AnnotationFallbackReplicas] = map[int32]string{2: "4", 5: "3"}[c.replicas]
+		}
+		createWorkload(t, ctx, env, ns, "app", c.replicas, 1, 6, unserved, ann)
+	}
 
 	a := startReplica(t, env, "autoscaler", coexistUserA, []string{
 		"--mode=coexist", "--horizontal-pod-autoscaler-sync-period=1s",
@@ -77,6 +98,10 @@ func TestAutoscalerPause(t *testing.T) {
 		requireReplicasFor(t, ctx, env, ns, "app", want, 10*time.Second-time.Since(held))
 	}
 	requireStatus(t, ctx, env, "pause-replicas", "app", "Paused", scaletozero.ActionPause)
+	for ns, want := range map[string]int32{"fallback-static": 4, "fallback-current": 2, "fallback-higher": 5, "fallback-lower": 3} {
+		waitSpecReplicas(t, ctx, env, ns, "app", want, 10*time.Second)
+		requireStatus(t, ctx, env, ns, "app", "Fallback", scaletozero.ActionFallback)
+	}
 
 	// The direction a partial pause leaves open still works: a user scales
 	// pause-in to 1 (kube-controller-manager scales out to minReplicas 3)
@@ -94,16 +119,7 @@ func TestAutoscalerPause(t *testing.T) {
 	waitSpecReplicas(t, ctx, env, "pause-out", "app", 5, 30*time.Second)
 
 	// What a user sees on a paused HPA.
-	desc, err := env.Kubectl(ctx, "describe", "hpa", "-n", "pause-all", "app")
-	if err != nil {
-		t.Fatalf("kubectl describe hpa: %v\n%s", err, desc)
-	}
-	t.Logf("kubectl describe hpa -n pause-all app:\n%s", desc)
-	for _, want := range []string{"FailedRescale", "promscaler-pause", `"state":"Paused"`} {
-		if !strings.Contains(desc, want) {
-			t.Errorf("kubectl describe hpa lacks %q", want)
-		}
-	}
+	requireDescribe(t, ctx, env, "pause-all", "FailedRescale", "promscaler-pause", `"state":"Paused"`)
 
 	// Lifting the pause gives the target back to kube-controller-manager.
 	unpause := []byte(`{"metadata":{"annotations":{"` + scaletozero.AnnotationPaused + `":null}}}`)
@@ -115,6 +131,21 @@ func TestAutoscalerPause(t *testing.T) {
 	t.Logf("pause lifted -> kube-controller-manager scales: %v", time.Since(unpaused).Round(100*time.Millisecond))
 	requireStatus(t, ctx, env, "pause-all", "app", scaletozero.StateOff, scaletozero.ActionUnpause)
 
+	checkScaleWrites(t, auditLog, map[string]int{
+		"pause-replicas " + coexistUserA:  1, // the pause itself
+		"pause-in " + kcmHPAUser:          1, // 1 -> 3, the open direction
+		"pause-out " + kcmHPAUser:         1, // 8 -> 5, the open direction
+		"pause-all " + kcmHPAUser:         1, // 1 -> 3 once the pause is lifted
+		"unpaused " + kcmHPAUser:          1,
+		"fallback-static " + coexistUserA: 1, // 2 -> 4
+		"fallback-lower " + coexistUserA:  1, // 5 -> 3
+	})
+}
+
+// checkScaleWrites compares the successful /scale writes of the audit log,
+// per "namespace user", with want (and no others).
+func checkScaleWrites(t *testing.T, auditLog string, want map[string]int) {
+	t.Helper()
 	time.Sleep(time.Second)
 	counts := map[string]int{}
 	for _, w := range readAudit(t, auditLog) {
@@ -123,13 +154,6 @@ func TestAutoscalerPause(t *testing.T) {
 		}
 	}
 	t.Logf("successful /scale writes (namespace user): %v", counts)
-	want := map[string]int{
-		"pause-replicas " + coexistUserA: 1, // the pause itself
-		"pause-in " + kcmHPAUser:         1, // 1 -> 3, the open direction
-		"pause-out " + kcmHPAUser:        1, // 8 -> 5, the open direction
-		"pause-all " + kcmHPAUser:        1, // 1 -> 3 once the pause is lifted
-		"unpaused " + kcmHPAUser:         1,
-	}
 	for k, n := range want {
 		if counts[k] != n {
 			t.Errorf("/scale writes %q = %d, want %d", k, counts[k], n)
@@ -138,6 +162,21 @@ func TestAutoscalerPause(t *testing.T) {
 	for k, n := range counts {
 		if _, ok := want[k]; !ok {
 			t.Errorf("unexpected /scale writes %q: %d", k, n)
+		}
+	}
+}
+
+// requireDescribe checks that kubectl describe hpa of ns/app shows wants.
+func requireDescribe(t *testing.T, ctx context.Context, env *framework.Env, ns string, wants ...string) {
+	t.Helper()
+	desc, err := env.Kubectl(ctx, "describe", "hpa", "-n", ns, "app")
+	if err != nil {
+		t.Fatalf("kubectl describe hpa: %v\n%s", err, desc)
+	}
+	t.Logf("kubectl describe hpa -n %s app:\n%s", ns, desc)
+	for _, want := range wants {
+		if !strings.Contains(desc, want) {
+			t.Errorf("kubectl describe hpa lacks %q", want)
 		}
 	}
 }
