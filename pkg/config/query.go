@@ -12,7 +12,7 @@ import (
 // This file owns query templates: their delimiters, the data they are
 // rendered with (templatedata.go), how they are parsed, the default
 // metricsQuery, the bound on what they render, and the PromQL check of what
-// they render. Validation (this package) and serving (pkg/naming) both go
+// they render. Validation (this package) and serving (pkg/rules) both go
 // through it.
 
 // Template delimiters of every template in the file (metricsQuery,

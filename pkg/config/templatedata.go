@@ -2,7 +2,7 @@ package config
 
 // The variables a query template may use. They are part of the file format:
 // validation executes every template against these types so that a reference
-// to an unknown variable is reported at load time, and pkg/naming renders
+// to an unknown variable is reported at load time, and pkg/rules renders
 // with exactly these types.
 
 // QueryTemplateData is what a rule's metricsQuery (and the resource rules'

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // Prometheus is what discovery asks Prometheus: label values and label
@@ -139,7 +139,7 @@ const DefaultConcurrency = 4
 // required.
 type Options struct {
 	// Prometheus answers discovery requests for the rules on the default
-	// backend (naming.Rule.Backend "default"). Give it a per-call timeout
+	// backend (rules.Rule.Backend "default"). Give it a per-call timeout
 	// suited to discovery (promclient.Client.WithTimeout).
 	Prometheus Prometheus
 	// Backends answer for the rules naming another backend, by name. A
@@ -147,7 +147,7 @@ type Options struct {
 	// discovery (the server refuses such rules at load).
 	Backends map[string]Prometheus
 	// Rules is the compiled configuration; SetRules swaps it later.
-	Rules *naming.RuleSet
+	Rules *rules.RuleSet
 	// Interval is the relist interval (--metrics-relist-interval).
 	Interval time.Duration
 	// MaxAge is how far back series are looked for (--metrics-max-age);
@@ -191,7 +191,7 @@ type Discoverer struct {
 	clock       clock.WithTicker
 	metrics     *metrics.Metrics
 
-	rules   atomic.Pointer[naming.RuleSet]
+	rules   atomic.Pointer[rules.RuleSet]
 	index   atomic.Pointer[Index]
 	ready   atomic.Bool
 	pending atomic.Pointer[[]string] // backends without a complete discovery yet
@@ -243,20 +243,20 @@ const (
 
 // fetchResult is one seriesQuery's answer.
 type fetchResult struct {
-	rows   []naming.Series
+	rows   []rules.Series
 	series int // series behind the rows (sum of counts for grouped rows)
 	// perRule, set by the labels strategy, holds each rule's rows by rule
 	// path (rows and series are then unused): which labels its rows carry
 	// depends on the rule. Keyed by path so that, after a reload, a failing
 	// seriesQuery's rules keep their last good rows.
-	perRule map[string][]naming.Series
+	perRule map[string][]rules.Series
 }
 
 // rowsFor returns the rows for rule r and the number reported as its
 // discovered series: the series for the series strategy, the series behind
 // the rows for the grouped one, the rows (combinations of name, namespace
 // and resource label) for the labels one, which cannot count series.
-func (f fetchResult) rowsFor(r *naming.Rule) ([]naming.Series, int) {
+func (f fetchResult) rowsFor(r *rules.Rule) ([]rules.Series, int) {
 	if f.perRule == nil {
 		return f.rows, f.series
 	}
@@ -346,12 +346,12 @@ func (d *Discoverer) Checker() healthz.HealthChecker {
 }
 
 // Rules returns the rule set discovery currently uses.
-func (d *Discoverer) Rules() *naming.RuleSet { return d.rules.Load() }
+func (d *Discoverer) Rules() *rules.RuleSet { return d.rules.Load() }
 
 // SetRules installs a new rule set (a configuration reload) and asks the
 // running loop to relist now. The published index keeps serving the old
 // rules until that relist completes.
-func (d *Discoverer) SetRules(rs *naming.RuleSet) {
+func (d *Discoverer) SetRules(rs *rules.RuleSet) {
 	if rs == nil {
 		return
 	}
@@ -536,14 +536,14 @@ type plan struct {
 	backend     string
 	prom        Prometheus // the backend's client; nil when it is unknown
 	seriesQuery string
-	rules       []*naming.Rule
+	rules       []*rules.Rule
 	nsLabels    []string // labels whose values are kept (namespaces), sorted
 	labels      []string // other resource labels (presence only), sorted
 	template    bool     // some custom rule maps labels with a template
 	key         string   // seriesQuery and labels: the lastGood key
 }
 
-func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
+func (d *Discoverer) plans(rs *rules.RuleSet) []*plan {
 	var out []*plan
 	byQuery := map[string]*plan{}
 	for _, r := range rs.Rules() {
@@ -558,7 +558,7 @@ func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
 		}
 		p.rules = append(p.rules, r)
 		res := r.Resources()
-		if r.Kind() == naming.KindCustom {
+		if r.Kind() == rules.KindCustom {
 			for l := range res.Overrides() {
 				p.labels = append(p.labels, l)
 			}
@@ -566,8 +566,8 @@ func (d *Discoverer) plans(rs *naming.RuleSet) []*plan {
 				p.template = true
 			}
 		}
-		if r.Kind() == naming.KindCustom || r.Namespaced() {
-			if l, err := res.LabelForResource(naming.NamespaceResource); err == nil {
+		if r.Kind() == rules.KindCustom || r.Namespaced() {
+			if l, err := res.LabelForResource(rules.NamespaceResource); err == nil {
 				p.nsLabels = append(p.nsLabels, l)
 			}
 		}
@@ -732,15 +732,15 @@ func (d *Discoverer) Pending() []string {
 	return nil
 }
 
-func (d *Discoverer) record(rs *naming.RuleSet, idx *Index, failed []error, start time.Time) {
+func (d *Discoverer) record(rs *rules.RuleSet, idx *Index, failed []error, start time.Time) {
 	dur := d.clock.Since(start)
 	d.metrics.DiscoveryDuration.Observe(dur.Seconds())
 	d.metrics.DiscoveredMetrics.Reset()
 	for _, r := range rs.Rules() {
 		d.metrics.DiscoveredMetrics.WithLabelValues(apiLabel(r), r.Path()).Set(float64(idx.RuleMetrics(r.Path())))
 	}
-	d.metrics.MetricConflicts.WithLabelValues(metrics.APICustom).Set(float64(idx.ConflictCount(naming.CustomMetricsAPI)))
-	d.metrics.MetricConflicts.WithLabelValues(metrics.APIExternal).Set(float64(idx.ConflictCount(naming.ExternalMetricsAPI)))
+	d.metrics.MetricConflicts.WithLabelValues(metrics.APICustom).Set(float64(idx.ConflictCount(rules.CustomMetricsAPI)))
+	d.metrics.MetricConflicts.WithLabelValues(metrics.APIExternal).Set(float64(idx.ConflictCount(rules.ExternalMetricsAPI)))
 	seen := map[string]bool{}
 	for _, c := range idx.Conflicts() {
 		s := c.String()
@@ -762,8 +762,8 @@ func (d *Discoverer) record(rs *naming.RuleSet, idx *Index, failed []error, star
 		"externalMetrics", len(idx.ExternalMetrics()), "failedQueries", len(failed))
 }
 
-func apiLabel(r *naming.Rule) string {
-	if r.Kind() == naming.KindExternal {
+func apiLabel(r *rules.Rule) string {
+	if r.Kind() == rules.KindExternal {
 		return metrics.APIExternal
 	}
 	return metrics.APICustom
@@ -904,7 +904,7 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, k
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
 	}
-	res := fetchResult{rows: make([]naming.Series, 0, len(smps))}
+	res := fetchResult{rows: make([]rules.Series, 0, len(smps))}
 	for _, s := range smps {
 		name, ok := s.Labels.Get(model.MetricNameLabel)
 		if !ok {
@@ -922,16 +922,16 @@ func (d *Discoverer) fetchGrouped(ctx context.Context, p *plan, now time.Time, k
 				ls[model.LabelName(l)] = "1"
 			}
 		}
-		res.rows = append(res.rows, naming.Series{Name: name, Labels: ls})
+		res.rows = append(res.rows, rules.Series{Name: name, Labels: ls})
 		res.series += int(s.Value)
 	}
 	return res, nil
 }
 
 // mapsToResource reports whether a custom rule with a template maps label.
-func mapsToResource(rules []*naming.Rule, label string) bool {
-	for _, r := range rules {
-		if r.Kind() != naming.KindCustom || !r.Resources().HasTemplate() {
+func mapsToResource(ruleList []*rules.Rule, label string) bool {
+	for _, r := range ruleList {
+		if r.Kind() != rules.KindCustom || !r.Resources().HasTemplate() {
 			continue
 		}
 		if _, ok := r.Resources().ResourceForLabel(label); ok {
@@ -946,9 +946,9 @@ func (d *Discoverer) fetchSeries(ctx context.Context, p *plan, now time.Time) (f
 	if err != nil {
 		return fetchResult{}, fmt.Errorf("listing series for seriesQuery %q: %w", p.seriesQuery, err)
 	}
-	res := fetchResult{rows: make([]naming.Series, len(sets)), series: len(sets)}
+	res := fetchResult{rows: make([]rules.Series, len(sets)), series: len(sets)}
 	for i, ls := range sets {
-		res.rows[i] = naming.SeriesFromLabelSet(ls)
+		res.rows[i] = rules.SeriesFromLabelSet(ls)
 	}
 	return res, nil
 }

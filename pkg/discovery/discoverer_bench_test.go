@@ -16,8 +16,8 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
@@ -48,9 +48,9 @@ func benchSeries(pods, perPod int) []model.LabelSet {
 // combinations (pods here), the series strategy's with every series and
 // label.
 func BenchmarkDiscovery(b *testing.B) {
-	rules := ruletest.Compile(b, testConfig)
+	ruleList := ruletest.Compile(b, testConfig)
 	for _, size := range []struct{ pods, perPod int }{{1000, 10}, {5000, 20}} {
-		benchStrategies(b, rules, benchSeries(size.pods, size.perPod), 2)
+		benchStrategies(b, ruleList, benchSeries(size.pods, size.perPod), 2)
 	}
 }
 
@@ -109,7 +109,7 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // series under one template rule, so each name needs its label names and
 // the namespaces of each resource label.
 func BenchmarkDiscoveryManyNames(b *testing.B) {
-	rules := ruletest.Compile(b, `
+	ruleList := ruletest.Compile(b, `
 rules:
 - seriesQuery: '{__name__=~"app_.*",namespace!="",pod!=""}'
   resources:
@@ -130,7 +130,7 @@ rules:
 		}
 	}
 	// pods, services, jobs.batch (namespaced) and namespaces.
-	benchStrategies(b, rules, series, 4*names)
+	benchStrategies(b, ruleList, series, 4*names)
 }
 
 // benchStrategies runs one discovery pass per iteration with each strategy
@@ -138,7 +138,7 @@ rules:
 // benchmark measures the adapter, not the fake), and reports the answers'
 // bytes per pass. wantMetrics is the number of custom metrics the index
 // must hold.
-func benchStrategies(b *testing.B, rules *naming.RuleSet, series []model.LabelSet, wantMetrics int) {
+func benchStrategies(b *testing.B, ruleList *rules.RuleSet, series []model.LabelSet, wantMetrics int) {
 	b.Helper()
 	fake := promtest.New(series)
 	defer fake.Close()
@@ -151,7 +151,7 @@ func benchStrategies(b *testing.B, rules *naming.RuleSet, series []model.LabelSe
 	}
 	for _, st := range discovery.Strategies {
 		b.Run(fmt.Sprintf("%s/series=%d", st, len(series)), func(b *testing.B) {
-			d, err := discovery.New(discovery.Options{Prometheus: client, Rules: rules, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
+			d, err := discovery.New(discovery.Options{Prometheus: client, Rules: ruleList, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -42,7 +42,7 @@ rules:
 		panic(err)
 	}
 	mapper := kubemapper.New()
-	rules, err := naming.Compile(cfg, mapper)
+	ruleList, err := rules.Compile(cfg, mapper)
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ rules:
 	}
 	d, err := discovery.New(discovery.Options{
 		Prometheus: client.WithTimeout(time.Minute), // discovery reads more than a metric query
-		Rules:      rules,
+		Rules:      ruleList,
 		Interval:   time.Minute,     // --metrics-relist-interval
 		MaxAge:     2 * time.Minute, // --metrics-max-age
 		Scoper:     discovery.MapperScoper{Mapper: mapper},
@@ -68,7 +68,7 @@ rules:
 	fmt.Println("ready:", d.Ready(), d.Checker().Check((*http.Request)(nil)) == nil)
 	e, ok := d.Index().Custom(schema.GroupResource{Resource: "pods"}, "abtest", "fpm_active_rate")
 	fmt.Println(e, ok)
-	q, err := e.Rule.QueryForSeries(naming.CustomRequest{Series: e.SeriesName, Resource: schema.GroupResource{Resource: "pods"}, Namespace: "abtest", Names: []string{"a"}})
+	q, err := e.Rule.QueryForSeries(rules.CustomRequest{Series: e.SeriesName, Resource: schema.GroupResource{Resource: "pods"}, Namespace: "abtest", Names: []string{"a"}})
 	if err != nil {
 		panic(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // RuleSeries is the input of one rule to BuildIndex: the rule and the series
@@ -21,19 +21,19 @@ import (
 // name.matches itself.
 //
 // Only label names matter for resource mapping, and only the value of the
-// rule's namespace label (see naming.ResourceMapper.LabelForResource) is read,
+// rule's namespace label (see rules.ResourceMapper.LabelForResource) is read,
 // so rows carrying just __name__ and the rule's resource labels give the same
 // index as full series.
 type RuleSeries struct {
-	Rule   *naming.Rule
-	Series []naming.Series
+	Rule   *rules.Rule
+	Series []rules.Series
 }
 
 // Entry is what a lookup returns: the rule serving a metric and the
 // Prometheus series name to render its metricsQuery with
-// (naming.CustomRequest.Series / naming.ExternalRequest.Series).
+// (rules.CustomRequest.Series / rules.ExternalRequest.Series).
 type Entry struct {
-	Rule       *naming.Rule
+	Rule       *rules.Rule
 	SeriesName string
 }
 
@@ -72,7 +72,7 @@ func (c *Candidate) servesNamespace(ns string, namespaced bool) bool {
 // the largest series name, the last in Prometheus' answer); the other is
 // shadowed there.
 type Conflict struct {
-	// API is naming.CustomMetricsAPI or naming.ExternalMetricsAPI.
+	// API is rules.CustomMetricsAPI or rules.ExternalMetricsAPI.
 	API string
 	// GroupResource is the resource (empty for external metrics).
 	GroupResource schema.GroupResource
@@ -90,7 +90,7 @@ type Conflict struct {
 // String describes the conflict for a log line.
 func (c Conflict) String() string {
 	what := c.Metric
-	if c.API == naming.CustomMetricsAPI {
+	if c.API == rules.CustomMetricsAPI {
 		what = fmt.Sprintf("%s for %s", c.Metric, c.GroupResource.String())
 	}
 	where := "cluster-wide"
@@ -147,7 +147,7 @@ func (x *Index) Custom(gr schema.GroupResource, namespace, metric string) (Entry
 
 // pick returns the first candidate (winner order) with series in
 // namespace, else the first that may serve it: a team rule (see
-// naming.Rule.ServesNamespace) never serves another namespace, not even
+// rules.Rule.ServesNamespace) never serves another namespace, not even
 // one without discovered series.
 func pick(cs []Candidate, namespace string, namespaced bool) (Entry, bool) {
 	for i := range cs {
@@ -210,8 +210,8 @@ func (x *Index) ExternalMetrics() []provider.ExternalMetricInfo { return x.exter
 func (x *Index) Conflicts() []Conflict { return slices.Clone(x.conflicts) }
 
 // ConflictCount returns the number of distinct (resource, metric) pairs
-// with at least one conflict, for api (naming.CustomMetricsAPI or
-// naming.ExternalMetricsAPI).
+// with at least one conflict, for api (rules.CustomMetricsAPI or
+// rules.ExternalMetricsAPI).
 func (x *Index) ConflictCount(api string) int {
 	n := 0
 	for i, c := range x.conflicts {
@@ -288,7 +288,7 @@ type IndexOptions struct {
 
 // candidateBuilder accumulates one candidate's namespaces.
 type candidateBuilder struct {
-	rule       *naming.Rule
+	rule       *rules.Rule
 	series     string
 	namespaces map[string]struct{}
 }
@@ -301,7 +301,7 @@ type builder struct {
 }
 
 type candKey struct {
-	rule   *naming.Rule
+	rule   *rules.Rule
 	series string
 }
 
@@ -320,7 +320,7 @@ type nameResult struct {
 // nothing.
 //
 // Namespaces are read from the label the rule maps to the core namespaces
-// resource (naming.ResourceMapper.LabelForResource). A custom metric is
+// resource (rules.ResourceMapper.LabelForResource). A custom metric is
 // namespaced when its series carry that label, unless the resource is
 // cluster-scoped (opts.Scoper); series of a namespaced rule whose namespace
 // label is empty exist in no namespace and are not served.
@@ -352,10 +352,10 @@ func (b *builder) clusterScoped(gr schema.GroupResource) bool {
 	return v
 }
 
-func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
+func (b *builder) addRule(r *rules.Rule, series []rules.Series) {
 	names := map[string]nameResult{}
 	nsLabel := ""
-	if l, err := r.Resources().LabelForResource(naming.NamespaceResource); err == nil {
+	if l, err := r.Resources().LabelForResource(rules.NamespaceResource); err == nil {
 		nsLabel = l
 	}
 	lr := labelResolver{m: r.Resources(), cache: map[model.LabelName]labelResource{}}
@@ -383,7 +383,7 @@ func (b *builder) addRule(r *naming.Rule, series []naming.Series) {
 			// not namespaced) are the confined seriesQuery's.
 			continue
 		}
-		if r.Kind() == naming.KindExternal {
+		if r.Kind() == rules.KindExternal {
 			b.addExternal(r, s.Name, nr.metric, ns)
 			continue
 		}
@@ -408,11 +408,11 @@ type labelResource struct {
 	ok bool
 }
 
-// labelResolver is naming.Rule.ResourcesForSeries with a per-build cache in
+// labelResolver is rules.Rule.ResourcesForSeries with a per-build cache in
 // a plain map and no allocation per series: discovery maps many rows with the
 // same few label names.
 type labelResolver struct {
-	m     *naming.ResourceMapper
+	m     *rules.ResourceMapper
 	cache map[model.LabelName]labelResource
 }
 
@@ -429,7 +429,7 @@ func (l *labelResolver) resources(lbls model.LabelSet, buf []schema.GroupResourc
 		if !lr.ok {
 			continue
 		}
-		if lr.gr == naming.NamespaceResource {
+		if lr.gr == rules.NamespaceResource {
 			namespaced = true
 		}
 		if !slices.Contains(buf, lr.gr) {
@@ -439,7 +439,7 @@ func (l *labelResolver) resources(lbls model.LabelSet, buf []schema.GroupResourc
 	return buf, namespaced
 }
 
-func (b *builder) addExternal(r *naming.Rule, series, metric, ns string) {
+func (b *builder) addExternal(r *rules.Rule, series, metric, ns string) {
 	m, ok := b.external[metric]
 	if !ok {
 		m = map[candKey]*candidateBuilder{}
@@ -460,7 +460,7 @@ func (b *builder) customMap(k customKey) map[candKey]*candidateBuilder {
 	return m
 }
 
-func (b *builder) candidate(m map[candKey]*candidateBuilder, r *naming.Rule, series string) *candidateBuilder {
+func (b *builder) candidate(m map[candKey]*candidateBuilder, r *rules.Rule, series string) *candidateBuilder {
 	ck := candKey{rule: r, series: series}
 	c, ok := m[ck]
 	if !ok {
@@ -480,17 +480,17 @@ func (b *builder) finish() *Index {
 		ruleMetrics: map[string]int{},
 	}
 	for k, m := range b.custom {
-		cs, _ := freeze(m, func(*naming.Rule) bool { return k.namespaced })
+		cs, _ := freeze(m, func(*rules.Rule) bool { return k.namespaced })
 		if len(cs) == 0 {
 			continue
 		}
 		x.custom[k] = cs
 		x.customInfos = append(x.customInfos, provider.CustomMetricInfo{GroupResource: k.gr, Namespaced: k.namespaced, Metric: k.metric})
 		countRules(x.ruleMetrics, cs)
-		x.conflicts = append(x.conflicts, conflicts(naming.CustomMetricsAPI, k.gr, k.namespaced, k.metric, cs)...)
+		x.conflicts = append(x.conflicts, conflicts(rules.CustomMetricsAPI, k.gr, k.namespaced, k.metric, cs)...)
 	}
 	for metric, m := range b.external {
-		cs, unscoped := freeze(m, (*naming.Rule).Namespaced)
+		cs, unscoped := freeze(m, (*rules.Rule).Namespaced)
 		if len(unscoped) > 0 {
 			if x.unscoped == nil {
 				x.unscoped = map[string][]Entry{}
@@ -512,7 +512,7 @@ func (b *builder) finish() *Index {
 }
 
 func countRules(counts map[string]int, cs []Candidate) {
-	var last *naming.Rule
+	var last *rules.Rule
 	for _, c := range cs { // sorted by rule: count each rule once per key
 		if c.Rule != last {
 			counts[c.Rule.Path()]++
@@ -525,7 +525,7 @@ func countRules(counts map[string]int, cs []Candidate) {
 // sorted slices; namespaced(rule) says whether a candidate is scoped by
 // namespace. Namespaced candidates present in no namespace are returned
 // apart, sorted like candidates.
-func freeze(m map[candKey]*candidateBuilder, namespaced func(*naming.Rule) bool) (cs []Candidate, unscoped []Entry) {
+func freeze(m map[candKey]*candidateBuilder, namespaced func(*rules.Rule) bool) (cs []Candidate, unscoped []Entry) {
 	cs = make([]Candidate, 0, len(m))
 	for _, c := range m {
 		var nss []string
@@ -645,7 +645,7 @@ func externalConflicts(metric string, cs []Candidate) []Conflict {
 	wide := -1 // first cluster-wide candidate
 	for j, c := range cs {
 		if wide >= 0 {
-			out = append(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric, Namespaced: c.Namespaces != nil, Winner: cs[wide].Entry, Shadowed: c.Entry, Namespaces: c.Namespaces})
+			out = append(out, Conflict{API: rules.ExternalMetricsAPI, Metric: metric, Namespaced: c.Namespaces != nil, Winner: cs[wide].Entry, Shadowed: c.Entry, Namespaces: c.Namespaces})
 			continue
 		}
 		if c.Namespaces == nil {
@@ -656,11 +656,11 @@ func externalConflicts(metric string, cs []Candidate) []Conflict {
 			}
 			for _, i := range slices.Sorted(maps.Keys(byWinner)) {
 				slices.Sort(byWinner[i])
-				out = append(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric, Namespaced: true, Winner: cs[i].Entry, Shadowed: c.Entry, Namespaces: byWinner[i]})
+				out = append(out, Conflict{API: rules.ExternalMetricsAPI, Metric: metric, Namespaced: true, Winner: cs[i].Entry, Shadowed: c.Entry, Namespaces: byWinner[i]})
 			}
 			continue
 		}
-		out = shadowedNamespaces(out, Conflict{API: naming.ExternalMetricsAPI, Metric: metric}, cs, j, owner)
+		out = shadowedNamespaces(out, Conflict{API: rules.ExternalMetricsAPI, Metric: metric}, cs, j, owner)
 	}
 	return out
 }

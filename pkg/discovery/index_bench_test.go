@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // benchSeries returns rows for the seed rule: pods pods spread over
 // namespaces namespaces.
-func benchSeries(pods, namespaces int) []naming.Series {
-	out := make([]naming.Series, 0, pods)
+func benchSeries(pods, namespaces int) []rules.Series {
+	out := make([]rules.Series, 0, pods)
 	for i := range pods {
 		out = append(out, ser("pm_status",
 			"namespace", fmt.Sprintf("ns-%d", i%namespaces),

@@ -10,17 +10,17 @@ import (
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
 
 // ser builds a series from a name and label pairs.
-func ser(name string, kv ...string) naming.Series {
+func ser(name string, kv ...string) rules.Series {
 	ls := model.LabelSet{model.MetricNameLabel: model.LabelValue(name)}
 	for i := 0; i+1 < len(kv); i += 2 {
 		ls[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
 	}
-	return naming.Series{Name: name, Labels: ls}
+	return rules.Series{Name: name, Labels: ls}
 }
 
 var (
@@ -102,8 +102,8 @@ func TestBuildIndex(t *testing.T) {
 	two := ruletest.Compile(t, twoRulesConfig)
 	tests := []struct {
 		name          string
-		rules         *naming.RuleSet
-		series        [][]naming.Series // per rule: custom rules, then external
+		rules         *rules.RuleSet
+		series        [][]rules.Series // per rule: custom rules, then external
 		wantCustom    []provider.CustomMetricInfo
 		wantExternal  []provider.ExternalMetricInfo
 		wantConflicts []string
@@ -112,7 +112,7 @@ func TestBuildIndex(t *testing.T) {
 		{
 			name:  "seed example",
 			rules: seed,
-			series: [][]naming.Series{{
+			series: [][]rules.Series{{
 				ser("pm_status", "namespace", "abtest", "pod_name", "a", "state", "active processes"),
 				ser("pm_status", "namespace", "abtest", "pod_name", "b", "state", "active processes"),
 				ser("pm_status", "namespace", "other", "pod_name", "c", "state", "active processes"),
@@ -134,7 +134,7 @@ func TestBuildIndex(t *testing.T) {
 		{
 			name:          "no series",
 			rules:         seed,
-			series:        [][]naming.Series{nil},
+			series:        [][]rules.Series{nil},
 			wantConflicts: nil,
 			lookups: []lookup{
 				{gr: pods, ns: "abtest", metric: "fpm_active_rate", want: ""},
@@ -143,7 +143,7 @@ func TestBuildIndex(t *testing.T) {
 		{
 			name:  "filters, naming, conflicts, cluster-scoped and external",
 			rules: two,
-			series: [][]naming.Series{
+			series: [][]rules.Series{
 				{
 					ser("http_requests_total", "namespace", "a", "pod", "p1"),
 					ser("http_requests_total", "namespace", "b", "pod", "p2"),
@@ -207,12 +207,12 @@ func TestBuildIndex(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rules := tc.rules.Rules()
-			if len(rules) != len(tc.series) {
-				t.Fatalf("test has %d series lists for %d rules", len(tc.series), len(rules))
+			ruleList := tc.rules.Rules()
+			if len(ruleList) != len(tc.series) {
+				t.Fatalf("test has %d series lists for %d rules", len(tc.series), len(ruleList))
 			}
 			var in []RuleSeries
-			for i, r := range rules {
+			for i, r := range ruleList {
 				in = append(in, RuleSeries{Rule: r, Series: tc.series[i]})
 			}
 			x := BuildIndex(in, IndexOptions{Scoper: MapperScoper{Mapper: kubemapper.New()}})
@@ -244,14 +244,14 @@ func TestBuildIndex(t *testing.T) {
 			// The index does not depend on the order of its input.
 			rev := make([]RuleSeries, len(in))
 			for i := range in {
-				s := append([]naming.Series(nil), in[i].Series...)
+				s := append([]rules.Series(nil), in[i].Series...)
 				for a, b := 0, len(s)-1; a < b; a, b = a+1, b-1 {
 					s[a], s[b] = s[b], s[a]
 				}
 				rev[len(in)-1-i] = RuleSeries{Rule: in[i].Rule, Series: s}
 			}
 			y := BuildIndex(rev, IndexOptions{Scoper: MapperScoper{Mapper: kubemapper.New()}})
-			if diff := cmp.Diff(x, y, cmp.AllowUnexported(Index{}), cmp.Comparer(func(a, b *naming.Rule) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(x, y, cmp.AllowUnexported(Index{}), cmp.Comparer(func(a, b *rules.Rule) bool { return a == b })); diff != "" {
 				t.Errorf("index depends on input order (-in order +reversed):\n%s", diff)
 			}
 		})
@@ -263,13 +263,13 @@ func TestConflictCountAndRuleMetrics(t *testing.T) {
 	rs := ruletest.Compile(t, twoRulesConfig)
 	r := rs.CustomRules()
 	x := BuildIndex([]RuleSeries{
-		{Rule: r[0], Series: []naming.Series{ser("http_requests_total", "namespace", "a", "pod", "p")}},
-		{Rule: r[1], Series: []naming.Series{ser("http_requests_total", "namespace", "a", "kubernetes_pod", "p")}},
+		{Rule: r[0], Series: []rules.Series{ser("http_requests_total", "namespace", "a", "pod", "p")}},
+		{Rule: r[1], Series: []rules.Series{ser("http_requests_total", "namespace", "a", "kubernetes_pod", "p")}},
 	}, IndexOptions{})
-	if got := x.ConflictCount(naming.CustomMetricsAPI); got != 2 { // pods and namespaces
+	if got := x.ConflictCount(rules.CustomMetricsAPI); got != 2 { // pods and namespaces
 		t.Errorf("ConflictCount(custom) = %d, want 2", got)
 	}
-	if got := x.ConflictCount(naming.ExternalMetricsAPI); got != 0 {
+	if got := x.ConflictCount(rules.ExternalMetricsAPI); got != 0 {
 		t.Errorf("ConflictCount(external) = %d, want 0", got)
 	}
 	for path, want := range map[string]int{"rules[0]": 2, "rules[1]": 2, "rules[2]": 0} {
@@ -337,8 +337,8 @@ externalRules:
 `)
 	ext := rs.ExternalRules()
 	x := BuildIndex([]RuleSeries{
-		{Rule: ext[0], Series: []naming.Series{ser("broker_backlog", "broker", "b1")}},
-		{Rule: ext[1], Series: []naming.Series{ser("queue_length", "namespace", "shop"), ser("queue_length")}},
+		{Rule: ext[0], Series: []rules.Series{ser("broker_backlog", "broker", "b1")}},
+		{Rule: ext[1], Series: []rules.Series{ser("queue_length", "namespace", "shop"), ser("queue_length")}},
 	}, IndexOptions{})
 	var got []string
 	for _, m := range []string{"broker_backlog", "queue_length"} {

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // errLocalSelector means the seriesQuery does not parse here, so matchers
@@ -35,7 +35,7 @@ func labelsUnsupported(err error) bool {
 
 // keepsName reports whether rule r produces a metric from series name n:
 // the same test BuildIndex applies.
-func keepsName(r *naming.Rule, n string) bool {
+func keepsName(r *rules.Rule, n string) bool {
 	if !r.KeepSeries(n) {
 		return false
 	}
@@ -66,18 +66,18 @@ func (d *Discoverer) fetchLabels(ctx context.Context, p *plan, now time.Time) (f
 	}
 	var jobs []job
 	for _, n := range names {
-		var rules []int
+		var ruleList []int
 		for j, r := range p.rules {
 			if keepsName(r, n) {
-				rules = append(rules, j)
+				ruleList = append(ruleList, j)
 			}
 		}
-		if len(rules) > 0 {
-			jobs = append(jobs, job{name: n, rules: rules})
+		if len(ruleList) > 0 {
+			jobs = append(jobs, job{name: n, rules: ruleList})
 		}
 	}
 
-	rows := make([][][]naming.Series, len(jobs)) // job -> rule index in job -> rows
+	rows := make([][][]rules.Series, len(jobs)) // job -> rule index in job -> rows
 	// The first failure cancels the other names' requests.
 	g, gctx := errgroup.WithContext(ctx)
 send:
@@ -114,9 +114,9 @@ send:
 	if err := ctx.Err(); err != nil {
 		return fetchResult{}, fmt.Errorf("discovering seriesQuery %q: %w", p.seriesQuery, err)
 	}
-	res := fetchResult{perRule: make(map[string][]naming.Series, len(p.rules))}
+	res := fetchResult{perRule: make(map[string][]rules.Series, len(p.rules))}
 	for _, r := range p.rules {
-		res.perRule[r.Path()] = []naming.Series{}
+		res.perRule[r.Path()] = []rules.Series{}
 	}
 	for i, jb := range jobs {
 		for k, j := range jb.rules {
@@ -136,7 +136,7 @@ type nameAsker struct {
 	prom       Prometheus
 	scoper     Scoper
 	name       string
-	base       []naming.Matcher // the seriesQuery's matchers and __name__="name"
+	base       []rules.Matcher // the seriesQuery's matchers and __name__="name"
 	start, end time.Time
 	values     map[string][]string
 	labels     map[string]map[string]bool
@@ -144,9 +144,9 @@ type nameAsker struct {
 
 // withName returns the selector's matchers and __name__="name", unless the
 // selector already has it.
-func withName(sel *Selector, name string) []naming.Matcher {
+func withName(sel *Selector, name string) []rules.Matcher {
 	ms := sel.Matchers()
-	m := naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: name}
+	m := rules.Matcher{Name: string(model.MetricNameLabel), Op: rules.MatchEqual, Value: name}
 	if slices.Contains(ms, m) {
 		return ms
 	}
@@ -154,13 +154,13 @@ func withName(sel *Selector, name string) []naming.Matcher {
 }
 
 // selector renders base and extra matchers as one series selector.
-func (a *nameAsker) selector(extra []naming.Matcher) string {
+func (a *nameAsker) selector(extra []rules.Matcher) string {
 	return renderSelector(append(slices.Clip(a.base), extra...))
 }
 
 // renderSelector writes matchers as a series selector, all inside braces (a
 // name before the braces may not be repeated as __name__ inside them).
-func renderSelector(ms []naming.Matcher) string {
+func renderSelector(ms []rules.Matcher) string {
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, m := range ms {
@@ -176,7 +176,7 @@ func renderSelector(ms []naming.Matcher) string {
 }
 
 // labelNames returns the label names of the series matching base and extra.
-func (a *nameAsker) labelNames(ctx context.Context, extra ...naming.Matcher) (map[string]bool, error) {
+func (a *nameAsker) labelNames(ctx context.Context, extra ...rules.Matcher) (map[string]bool, error) {
 	sel := a.selector(extra)
 	if got, ok := a.labels[sel]; ok {
 		return got, nil
@@ -195,7 +195,7 @@ func (a *nameAsker) labelNames(ctx context.Context, extra ...naming.Matcher) (ma
 
 // labelValues returns the values of label over the series matching base
 // and extra.
-func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...naming.Matcher) ([]string, error) {
+func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...rules.Matcher) ([]string, error) {
 	sel := a.selector(extra)
 	key := label + "\x00" + sel
 	if got, ok := a.values[key]; ok {
@@ -214,27 +214,27 @@ func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...nami
 // present returns the matchers selecting series that have label l: none
 // when the seriesQuery already requires it (the request is then the cheaper
 // one Prometheus answers from the seriesQuery's own postings).
-func (a *nameAsker) present(l string) []naming.Matcher {
+func (a *nameAsker) present(l string) []rules.Matcher {
 	if a.sel.requires(l) {
 		return nil
 	}
-	return []naming.Matcher{{Name: l, Op: naming.MatchNotEqual, Value: ""}}
+	return []rules.Matcher{{Name: l, Op: rules.MatchNotEqual, Value: ""}}
 }
 
-func absent(l string) naming.Matcher {
-	return naming.Matcher{Name: l, Op: naming.MatchEqual, Value: ""}
+func absent(l string) rules.Matcher {
+	return rules.Matcher{Name: l, Op: rules.MatchEqual, Value: ""}
 }
 
 // rows returns, for each rule rules[j] (j in which), the rows standing for
 // the name's series.
-func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int) ([][]naming.Series, error) {
-	all, err := a.labelSet(ctx, rules, which)
+func (a *nameAsker) rows(ctx context.Context, ruleList []*rules.Rule, which []int) ([][]rules.Series, error) {
+	all, err := a.labelSet(ctx, ruleList, which)
 	if err != nil {
 		return nil, err
 	}
 	if len(all) == 0 {
 		// The series went away between the two requests.
-		return make([][]naming.Series, len(which)), nil
+		return make([][]rules.Series, len(which)), nil
 	}
 	delete(all, string(model.MetricNameLabel))
 	labels := make([]string, 0, len(all))
@@ -242,14 +242,14 @@ func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int)
 		labels = append(labels, l)
 	}
 	slices.Sort(labels)
-	out := make([][]naming.Series, len(which))
+	out := make([][]rules.Series, len(which))
 	for k, j := range which {
 		rs := &rowSet{name: a.name, seen: map[string]bool{}}
 		var err error
-		if rules[j].Kind() == naming.KindExternal {
-			err = a.externalRows(ctx, rules[j], all, rs)
+		if ruleList[j].Kind() == rules.KindExternal {
+			err = a.externalRows(ctx, ruleList[j], all, rs)
 		} else {
-			err = a.customRows(ctx, rules[j], labels, all, rs)
+			err = a.customRows(ctx, ruleList[j], labels, all, rs)
 		}
 		if err != nil {
 			return nil, err
@@ -263,13 +263,13 @@ func (a *nameAsker) rows(ctx context.Context, rules []*naming.Rule, which []int)
 // read. When no rule has a resources.template and the seriesQuery requires
 // every label the rules name (`{namespace!="",pod!=""}` with overrides for
 // both), these are known without asking.
-func (a *nameAsker) labelSet(ctx context.Context, rules []*naming.Rule, which []int) (map[string]bool, error) {
+func (a *nameAsker) labelSet(ctx context.Context, ruleList []*rules.Rule, which []int) (map[string]bool, error) {
 	known := map[string]bool{}
 	for _, j := range which {
-		r := rules[j]
+		r := ruleList[j]
 		res := r.Resources()
-		if r.Kind() == naming.KindExternal {
-			if l, err := res.LabelForResource(naming.NamespaceResource); err == nil && r.Namespaced() {
+		if r.Kind() == rules.KindExternal {
+			if l, err := res.LabelForResource(rules.NamespaceResource); err == nil && r.Namespaced() {
 				known[l] = true
 			}
 			continue
@@ -292,9 +292,9 @@ func (a *nameAsker) labelSet(ctx context.Context, rules []*naming.Rule, which []
 
 // externalRows: an external rule needs the name (one row) and, when
 // namespaced, the namespaces of its series.
-func (a *nameAsker) externalRows(ctx context.Context, r *naming.Rule, has map[string]bool, rs *rowSet) error {
+func (a *nameAsker) externalRows(ctx context.Context, r *rules.Rule, has map[string]bool, rs *rowSet) error {
 	rs.add(model.LabelSet{})
-	nsLabel, err := r.Resources().LabelForResource(naming.NamespaceResource)
+	nsLabel, err := r.Resources().LabelForResource(rules.NamespaceResource)
 	if err != nil || !r.Namespaced() || !has[nsLabel] {
 		return nil
 	}
@@ -324,9 +324,9 @@ func (a *nameAsker) externalRows(ctx context.Context, r *naming.Rule, has map[st
 // Every row carries a subset of the labels, and the namespace value, of one
 // real series with the same namespacedness, so it adds nothing that series
 // does not; and each series' contribution is covered by one of the rows.
-func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []string, has map[string]bool, rs *rowSet) error {
+func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, labels []string, has map[string]bool, rs *rowSet) error {
 	res := r.Resources()
-	nsLabel, err := res.LabelForResource(naming.NamespaceResource)
+	nsLabel, err := res.LabelForResource(rules.NamespaceResource)
 	if err != nil {
 		nsLabel = ""
 	}
@@ -342,7 +342,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 			continue
 		}
 		ms = append(ms, mapped{label: l, gr: gr})
-		if gr == naming.NamespaceResource {
+		if gr == rules.NamespaceResource {
 			nsLabels = append(nsLabels, l)
 		}
 	}
@@ -358,7 +358,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 			// the label that makes them namespaced (X).
 			xs := nsLabels
 			switch {
-			case m.gr == naming.NamespaceResource:
+			case m.gr == rules.NamespaceResource:
 				xs = []string{m.label}
 			case nsIsNamespace:
 				xs = []string{nsLabel}
@@ -379,7 +379,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 				}
 			}
 		}
-		if m.gr == naming.NamespaceResource {
+		if m.gr == rules.NamespaceResource {
 			continue // series with L are namespaced
 		}
 		if len(nsLabels) == 0 {
@@ -392,7 +392,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 		if slices.ContainsFunc(nsLabels, a.sel.requires) {
 			continue // the seriesQuery selects none
 		}
-		extra := make([]naming.Matcher, len(nsLabels))
+		extra := make([]rules.Matcher, len(nsLabels))
 		for i, x := range nsLabels {
 			extra[i] = absent(x)
 		}
@@ -411,7 +411,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *naming.Rule, labels []str
 type rowSet struct {
 	name string
 	seen map[string]bool
-	rows []naming.Series
+	rows []rules.Series
 }
 
 // add adds a row with the name and ls (which it keeps).
@@ -422,5 +422,5 @@ func (s *rowSet) add(ls model.LabelSet) {
 		return
 	}
 	s.seen[k] = true
-	s.rows = append(s.rows, naming.Series{Name: s.name, Labels: ls})
+	s.rows = append(s.rows, rules.Series{Name: s.name, Labels: ls})
 }

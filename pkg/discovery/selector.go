@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // ErrBadSelector is returned (wrapped, with the position) for a seriesQuery
@@ -27,17 +27,17 @@ type Selector struct {
 }
 
 type selMatcher struct {
-	naming.Matcher
+	rules.Matcher
 	re *regexp.Regexp // anchored; for =~ and !~
 }
 
 func (m selMatcher) matches(v string) bool {
 	switch m.Op {
-	case naming.MatchEqual:
+	case rules.MatchEqual:
 		return v == m.Value
-	case naming.MatchNotEqual:
+	case rules.MatchNotEqual:
 		return v != m.Value
-	case naming.MatchRegexp:
+	case rules.MatchRegexp:
 		return m.re.MatchString(v)
 	default:
 		return !m.re.MatchString(v)
@@ -49,8 +49,8 @@ func (s *Selector) String() string { return s.text }
 
 // Matchers returns the selector's label matchers, a metric name written
 // before the braces first (as __name__="...").
-func (s *Selector) Matchers() []naming.Matcher {
-	out := make([]naming.Matcher, len(s.matchers))
+func (s *Selector) Matchers() []rules.Matcher {
+	out := make([]rules.Matcher, len(s.matchers))
 	for i, m := range s.matchers {
 		out[i] = m.Matcher
 	}
@@ -82,13 +82,13 @@ func (s *Selector) requires(label string) bool {
 
 // FailedMatcher returns the first matcher a series with these labels does
 // not satisfy, for explanations; ok is false when the selector matches.
-func (s *Selector) FailedMatcher(ls model.LabelSet) (m naming.Matcher, ok bool) {
+func (s *Selector) FailedMatcher(ls model.LabelSet) (m rules.Matcher, ok bool) {
 	for _, sm := range s.matchers {
 		if !sm.matches(string(ls[model.LabelName(sm.Name)])) {
 			return sm.Matcher, true
 		}
 	}
-	return naming.Matcher{}, false
+	return rules.Matcher{}, false
 }
 
 // ParseSelector parses a Prometheus series selector: an optional metric name
@@ -149,7 +149,7 @@ func (p *selParser) parse() (*Selector, error) {
 	sel := &Selector{text: p.s}
 	p.skipSpace()
 	if name := p.ident(true); name != "" {
-		sel.matchers = append(sel.matchers, selMatcher{Matcher: naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: name}})
+		sel.matchers = append(sel.matchers, selMatcher{Matcher: rules.Matcher{Name: string(model.MetricNameLabel), Op: rules.MatchEqual, Value: name}})
 	}
 	p.skipSpace()
 	if p.pos < len(p.s) && p.s[p.pos] == '{' {
@@ -209,7 +209,7 @@ func (p *selParser) parseMatchers(sel *Selector) error {
 		if !ok {
 			// Prometheus 3: a lone quoted string is the metric name.
 			if quoted && p.pos < len(p.s) && (p.s[p.pos] == ',' || p.s[p.pos] == '}') {
-				sel.matchers = append(sel.matchers, selMatcher{Matcher: naming.Matcher{Name: string(model.MetricNameLabel), Op: naming.MatchEqual, Value: name}})
+				sel.matchers = append(sel.matchers, selMatcher{Matcher: rules.Matcher{Name: string(model.MetricNameLabel), Op: rules.MatchEqual, Value: name}})
 				if p.s[p.pos] == ',' {
 					p.pos++
 				}
@@ -225,8 +225,8 @@ func (p *selParser) parseMatchers(sel *Selector) error {
 		if err != nil {
 			return err
 		}
-		m := selMatcher{Matcher: naming.Matcher{Name: name, Op: op, Value: val}}
-		if op == naming.MatchRegexp || op == naming.MatchNotRegexp {
+		m := selMatcher{Matcher: rules.Matcher{Name: name, Op: op, Value: val}}
+		if op == rules.MatchRegexp || op == rules.MatchNotRegexp {
 			re, err := regexp.Compile("^(?s:" + val + ")$")
 			if err != nil {
 				return fmt.Errorf("label %q: regular expression %q: %w", name, val, err)
@@ -249,8 +249,8 @@ func (p *selParser) parseMatchers(sel *Selector) error {
 	}
 }
 
-func (p *selParser) op() (naming.MatchOp, bool) {
-	for _, op := range []naming.MatchOp{naming.MatchRegexp, naming.MatchNotRegexp, naming.MatchNotEqual, naming.MatchEqual} {
+func (p *selParser) op() (rules.MatchOp, bool) {
+	for _, op := range []rules.MatchOp{rules.MatchRegexp, rules.MatchNotRegexp, rules.MatchNotEqual, rules.MatchEqual} {
 		if strings.HasPrefix(p.s[p.pos:], string(op)) {
 			p.pos += len(op)
 			return op, true
@@ -320,16 +320,16 @@ func (p *selParser) str() (string, error) {
 }
 
 // MatchSeries returns, for each rule of rs (custom rules, then external
-// rules, as naming.RuleSet.Rules orders them), the series of a saved
+// rules, as rules.RuleSet.Rules orders them), the series of a saved
 // /api/v1/series answer its seriesQuery selects. It is the offline stand-in
 // for asking Prometheus; feed its result to BuildIndex. A seriesQuery that
 // does not parse is an error naming the rule.
-func MatchSeries(rs *naming.RuleSet, series []model.LabelSet) ([]RuleSeries, error) {
+func MatchSeries(rs *rules.RuleSet, series []model.LabelSet) ([]RuleSeries, error) {
 	var errs []error
-	rules := rs.Rules()
-	out := make([]RuleSeries, 0, len(rules))
-	bySel := map[string][]naming.Series{}
-	for _, r := range rules {
+	ruleList := rs.Rules()
+	out := make([]RuleSeries, 0, len(ruleList))
+	bySel := map[string][]rules.Series{}
+	for _, r := range ruleList {
 		matched, ok := bySel[r.SeriesQuery()]
 		if !ok {
 			sel, err := ParseSelector(r.SeriesQuery())
@@ -339,7 +339,7 @@ func MatchSeries(rs *naming.RuleSet, series []model.LabelSet) ([]RuleSeries, err
 			}
 			for _, ls := range series {
 				if sel.Matches(ls) {
-					matched = append(matched, naming.SeriesFromLabelSet(ls))
+					matched = append(matched, rules.SeriesFromLabelSet(ls))
 				}
 			}
 			bySel[r.SeriesQuery()] = matched

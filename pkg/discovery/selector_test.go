@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
 
@@ -17,15 +17,15 @@ func TestParseSelector(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
-		want    []naming.Matcher
+		want    []rules.Matcher
 		wantErr string
 	}{
-		{name: "bare name", in: "node_load1", want: []naming.Matcher{{Name: "__name__", Op: "=", Value: "node_load1"}}},
-		{name: "name with colon", in: " job:rate5m ", want: []naming.Matcher{{Name: "__name__", Op: "=", Value: "job:rate5m"}}},
+		{name: "bare name", in: "node_load1", want: []rules.Matcher{{Name: "__name__", Op: "=", Value: "node_load1"}}},
+		{name: "name with colon", in: " job:rate5m ", want: []rules.Matcher{{Name: "__name__", Op: "=", Value: "job:rate5m"}}},
 		{
 			name: "seed",
 			in:   `{__name__="pm_status",namespace!="",pod_name!="",state="active processes"}`,
-			want: []naming.Matcher{
+			want: []rules.Matcher{
 				{Name: "__name__", Op: "=", Value: "pm_status"},
 				{Name: "namespace", Op: "!=", Value: ""},
 				{Name: "pod_name", Op: "!=", Value: ""},
@@ -35,15 +35,15 @@ func TestParseSelector(t *testing.T) {
 		{
 			name: "name, regexes, quotes, trailing comma",
 			in:   "http_requests_total{ pod =~ 'web-.*' , path!~`/health\\z`, msg=\"a\\\"b\\n\", }",
-			want: []naming.Matcher{
+			want: []rules.Matcher{
 				{Name: "__name__", Op: "=", Value: "http_requests_total"},
 				{Name: "pod", Op: "=~", Value: "web-.*"},
 				{Name: "path", Op: "!~", Value: `/health\z`},
 				{Name: "msg", Op: "=", Value: "a\"b\n"},
 			},
 		},
-		{name: "single quotes with escapes", in: `{a='it\'s "x"'}`, want: []naming.Matcher{{Name: "a", Op: "=", Value: `it's "x"`}}},
-		{name: "quoted metric name and label", in: `{"my.metric", "a.b"="c"}`, want: []naming.Matcher{
+		{name: "single quotes with escapes", in: `{a='it\'s "x"'}`, want: []rules.Matcher{{Name: "a", Op: "=", Value: `it's "x"`}}},
+		{name: "quoted metric name and label", in: `{"my.metric", "a.b"="c"}`, want: []rules.Matcher{
 			{Name: "__name__", Op: "=", Value: "my.metric"}, {Name: "a.b", Op: "=", Value: "c"},
 		}},
 		{name: "empty", in: "  ", wantErr: "no metric name and no label matchers"},
@@ -162,7 +162,7 @@ func FuzzParseSelector(f *testing.F) {
 		// Re-rendering the matchers, as the labels strategy does with a
 		// name and a presence matcher added, gives a selector with the same
 		// meaning.
-		ms = append(withName(sel, "fuzz_name"), naming.Matcher{Name: "pod", Op: naming.MatchNotEqual})
+		ms = append(withName(sel, "fuzz_name"), rules.Matcher{Name: "pod", Op: rules.MatchNotEqual})
 		again, err := ParseSelector(renderSelector(ms))
 		if err != nil {
 			t.Fatalf("re-parsing the rendering of %q: %v", in, err)
@@ -179,14 +179,14 @@ func FuzzParseSelector(f *testing.F) {
 func TestSelectorWithName(t *testing.T) {
 	tests := []struct {
 		name, seriesQuery string
-		extra             []naming.Matcher
+		extra             []rules.Matcher
 		want              string
 	}{
 		{"bare name", `up`, nil, `{__name__="up"}`},
-		{"name and braces", `http_total{a="b"}`, []naming.Matcher{{Name: "pod", Op: naming.MatchNotEqual}},
+		{"name and braces", `http_total{a="b"}`, []rules.Matcher{{Name: "pod", Op: rules.MatchNotEqual}},
 			`{__name__="http_total",a="b",pod!=""}`},
 		{"regex on the name", `{__name__=~"x.*",a!=""}`, nil, `{__name__=~"x.*",a!="",__name__="up"}`},
-		{"escapes and UTF-8 label names", "{\"a.b\"=~`\\d+\"`}", []naming.Matcher{{Name: "namespace", Op: naming.MatchEqual}},
+		{"escapes and UTF-8 label names", "{\"a.b\"=~`\\d+\"`}", []rules.Matcher{{Name: "namespace", Op: rules.MatchEqual}},
 			`{"a.b"=~"\\d+\"",__name__="up",namespace=""}`},
 	}
 	for _, tc := range tests {

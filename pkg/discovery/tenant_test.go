@@ -3,7 +3,7 @@ package discovery
 import (
 	"testing"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
@@ -15,7 +15,7 @@ import (
 // when its series (a backend ignoring match[]) carry another namespace.
 func TestTeamRuleServesItsNamespaceOnly(t *testing.T) {
 	t.Parallel()
-	const rules = `
+	const ruleList = `
 rules:
 - seriesQuery: '{__name__=~"^.*_total$"}'
   resources: {template: <<.Resource>>}
@@ -23,22 +23,22 @@ externalRules:
 - seriesQuery: '{__name__=~"^.*_total$"}'
   resources: {template: <<.Resource>>, namespaced: false}
 `
-	cluster := ruletest.Compile(t, rules)
+	cluster := ruletest.Compile(t, ruleList)
 	e, err := tenancy.New(tenancy.DefaultLabel, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	team, err := ruletest.Compile(t, rules).ConfineTo(e)
+	team, err := ruletest.Compile(t, ruleList).ConfineTo(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	both, err := naming.Merge([]*naming.RuleSet{cluster, team}) // the team's rules last: winners
+	both, err := rules.Merge([]*rules.RuleSet{cluster, team}) // the team's rules last: winners
 	if err != nil {
 		t.Fatal(err)
 	}
 	cw, tc := both.CustomRules()[0], both.CustomRules()[1]
 	cx, tx := both.ExternalRules()[0], both.ExternalRules()[1]
-	series := []naming.Series{
+	series := []rules.Series{
 		ser("cluster_total", "namespace", "b", "pod", "p"),
 		ser("team_total", "namespace", "a", "pod", "p"),
 		ser("team_total", "node", "n1"),
@@ -53,7 +53,7 @@ externalRules:
 
 	for _, tt := range []struct {
 		ns, metric string
-		want       *naming.Rule
+		want       *rules.Rule
 	}{
 		{"a", "team_total", tc},
 		{"b", "team_total", cw}, // the cluster rule's series in b
@@ -85,7 +85,7 @@ externalRules:
 	}
 	// Discovery reads no namespace for a rule with resources.namespaced:
 	// false: the rows of its confined seriesQuery serve namespace a.
-	z := BuildIndex([]RuleSeries{{Rule: tx, Series: []naming.Series{ser("team_total")}}}, IndexOptions{})
+	z := BuildIndex([]RuleSeries{{Rule: tx, Series: []rules.Series{ser("team_total")}}}, IndexOptions{})
 	if e, ok := z.External("a", "team_total"); !ok || e.Rule != tx {
 		t.Errorf("External(a, team_total) from rows without a namespace = %s, %t; want %s", e, ok, tx.Path())
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 const backendsRules = `
@@ -52,18 +52,18 @@ func TestBackendsRoutingAndFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := naming.Compile(cfg, mapper)
+	rs, err := rules.Compile(cfg, mapper)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := model.LabelSet{"__name__": "reqs", "namespace": "default", "pod_name": "web-1"}
 	var in []discovery.RuleSeries
 	for _, r := range rs.Rules() {
-		s := naming.Series{Name: "queue", Labels: model.LabelSet{"__name__": "queue"}}
-		if r.Kind() == naming.KindCustom {
-			s = naming.Series{Name: "reqs", Labels: pod}
+		s := rules.Series{Name: "queue", Labels: model.LabelSet{"__name__": "queue"}}
+		if r.Kind() == rules.KindCustom {
+			s = rules.Series{Name: "reqs", Labels: pod}
 		}
-		in = append(in, discovery.RuleSeries{Rule: r, Series: []naming.Series{s}})
+		in = append(in, discovery.RuleSeries{Rule: r, Series: []rules.Series{s}})
 	}
 	idx := discovery.BuildIndex(in, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
 
@@ -77,7 +77,7 @@ func TestBackendsRoutingAndFailure(t *testing.T) {
 	thanosClient := thanos.client(t, 5*time.Second, m)
 	p, err := provider.New(provider.Config{
 		Index:    provider.IndexSource(func() *discovery.Index { return idx }),
-		Rules:    func() *naming.RuleSet { return rs },
+		Rules:    func() *rules.RuleSet { return rs },
 		Querier:  def.client(t, 5*time.Second, m),
 		Backends: map[string]promclient.SampleQuerier{"thanos": thanosClient},
 		Objects:  testObjects(),

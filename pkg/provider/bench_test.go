@@ -20,9 +20,9 @@ import (
 
 	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 var fpmInfo = cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
@@ -136,12 +136,12 @@ func benchOverheadWith(b *testing.B, n int, objs provider.ObjectLister, selFor f
 // (app=worker when nil).
 func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q promclient.SampleQuerier, selFor func(i int) labels.Selector) {
 	mapper := testMapper()
-	rs, err := naming.Compile(testConfig(), mapper)
+	rs, err := rules.Compile(testConfig(), mapper)
 	if err != nil {
 		b.Fatal(err)
 	}
 	series := testSeries(rs)
-	series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
+	series[0].Series = append(series[0].Series, rules.Series{Name: "pm_status", Labels: model.LabelSet{
 		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
 	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
 	p, err := provider.New(provider.Config{

@@ -21,7 +21,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
@@ -244,8 +244,8 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 // returns the index of the names (kept with them by the object cache).
 func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
 	start := time.Now()
-	q, smps, err := p.query(ctx, t.what(), t.entry.Rule.Backend(), func() (naming.Query, error) {
-		return t.entry.Rule.QueryForSeries(naming.CustomRequest{
+	q, smps, err := p.query(ctx, t.what(), t.entry.Rule.Backend(), func() (rules.Query, error) {
+		return t.entry.Rule.QueryForSeries(rules.CustomRequest{
 			Series:         t.entry.SeriesName,
 			Resource:       t.gr(),
 			Namespace:      namespace,
@@ -408,8 +408,8 @@ func apiSelector(sel labels.Selector) (*metav1.LabelSelector, error) {
 // the details in the log only: they may hold the query).
 func renderError(ctx context.Context, what string, err error) error {
 	switch {
-	case errors.Is(err, naming.ErrUnsupportedOperator), errors.Is(err, naming.ErrUnsupportedSelector),
-		errors.Is(err, naming.ErrInvalidLabelName), errors.Is(err, naming.ErrInvalidLabelValue):
+	case errors.Is(err, rules.ErrUnsupportedOperator), errors.Is(err, rules.ErrUnsupportedSelector),
+		errors.Is(err, rules.ErrInvalidLabelName), errors.Is(err, rules.ErrInvalidLabelValue):
 		return badRequest("%s: %v", what, err)
 	case errors.Is(err, tenancy.ErrNotConfinable):
 		// The details (the query) stay in the log.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // externalTarget is a resolved external metrics request: how to render its
@@ -26,7 +26,7 @@ import (
 type externalTarget struct {
 	metric string
 	path   string // rule or externalQueries entry, for context
-	render func(naming.ExternalRequest) (naming.Query, error)
+	render func(rules.ExternalRequest) (rules.Query, error)
 	series string
 	def    func() (string, bool)
 	// nanAsZero: a NaN sample answers 0 (see sampleFloat).
@@ -66,7 +66,7 @@ func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string
 func whyNoExternal(x MetricIndex, metric string) string {
 	if es := x.ExternalUnscoped(metric); len(es) > 0 {
 		r := es[0].Rule
-		if _, err := r.Resources().LabelForResource(naming.NamespaceResource); err != nil {
+		if _, err := r.Resources().LabelForResource(rules.NamespaceResource); err != nil {
 			return fmt.Sprintf("%s discovers it but is namespaced (resources.namespaced defaults to true) and maps no label to namespaces, so it serves no namespace: "+
 				"map the namespace label in its resources, or set resources.namespaced: false", r.Path())
 		}
@@ -110,8 +110,8 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		return nil, err
 	}
 	start := time.Now()
-	q, smps, err := p.query(ctx, t.what(), t.backend, func() (naming.Query, error) {
-		return t.render(naming.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
+	q, smps, err := p.query(ctx, t.what(), t.backend, func() (rules.Query, error) {
+		return t.render(rules.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
 	})
 	if err != nil {
 		return nil, err

@@ -22,10 +22,10 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -124,27 +124,27 @@ func testConfig() *config.Config {
 }
 
 // testSeries is what discovery found for each rule of testConfig.
-func testSeries(rs *naming.RuleSet) []discovery.RuleSeries {
-	series := func(name string, kv ...string) naming.Series {
+func testSeries(rs *rules.RuleSet) []discovery.RuleSeries {
+	series := func(name string, kv ...string) rules.Series {
 		ls := model.LabelSet{model.MetricNameLabel: model.LabelValue(name)}
 		for i := 0; i+1 < len(kv); i += 2 {
 			ls[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
 		}
-		return naming.Series{Name: name, Labels: ls}
+		return rules.Series{Name: name, Labels: ls}
 	}
 	custom, external := rs.CustomRules(), rs.ExternalRules()
 	return []discovery.RuleSeries{
-		{Rule: custom[0], Series: []naming.Series{
+		{Rule: custom[0], Series: []rules.Series{
 			series("pm_status", "namespace", "shop", "pod_name", "web-1", "state", "active processes"),
 			series("pm_status", "namespace", "blog", "pod_name", "b-1", "state", "active processes"),
 		}},
-		{Rule: custom[1], Series: []naming.Series{series("node_load1", "node", "n1")}},
-		{Rule: custom[2], Series: []naming.Series{series("namespace_cpu_used", "namespace", "shop")}},
-		{Rule: custom[3], Series: []naming.Series{series("kueue_pending_workloads", "cluster_queue", "cq-a")}},
-		{Rule: custom[4], Series: []naming.Series{series("jobs_waiting", "namespace", "shop", "pod", "web-1")}},
-		{Rule: external[0], Series: []naming.Series{series("rabbitmq_queue_length", "namespace", "shop", "queue", "orders")}},
-		{Rule: external[1], Series: []naming.Series{series("cloud_sqs_messages", "queue_name", "q1")}},
-		{Rule: external[2], Series: []naming.Series{series("broker_backlog", "broker", "b1")}},
+		{Rule: custom[1], Series: []rules.Series{series("node_load1", "node", "n1")}},
+		{Rule: custom[2], Series: []rules.Series{series("namespace_cpu_used", "namespace", "shop")}},
+		{Rule: custom[3], Series: []rules.Series{series("kueue_pending_workloads", "cluster_queue", "cq-a")}},
+		{Rule: custom[4], Series: []rules.Series{series("jobs_waiting", "namespace", "shop", "pod", "web-1")}},
+		{Rule: external[0], Series: []rules.Series{series("rabbitmq_queue_length", "namespace", "shop", "queue", "orders")}},
+		{Rule: external[1], Series: []rules.Series{series("cloud_sqs_messages", "queue_name", "q1")}},
+		{Rule: external[2], Series: []rules.Series{series("broker_backlog", "broker", "b1")}},
 	}
 }
 
@@ -245,7 +245,7 @@ type env struct {
 	prov    *provider.Provider
 	prom    *fakeProm
 	objects *fake.Objects
-	rules   *naming.RuleSet
+	rules   *rules.RuleSet
 	index   *discovery.Index
 	metrics *metrics.Metrics
 }
@@ -271,13 +271,13 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.keepNaN {
 		cfg.NaNAsZero = boolPtr(false)
 	}
-	rs, err := naming.Compile(cfg, mapper)
+	rs, err := rules.Compile(cfg, mapper)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
 	series := testSeries(rs)
 	for _, ns := range o.fpmNamespaces {
-		series[0].Series = append(series[0].Series, naming.Series{Name: "pm_status", Labels: model.LabelSet{
+		series[0].Series = append(series[0].Series, rules.Series{Name: "pm_status", Labels: model.LabelSet{
 			"__name__": "pm_status", "namespace": model.LabelValue(ns), "pod_name": "any", "state": "active processes",
 		}})
 	}
@@ -299,7 +299,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	p, err := provider.New(provider.Config{
 		Index:           provider.IndexSource(current),
-		Rules:           func() *naming.RuleSet { return rs },
+		Rules:           func() *rules.RuleSet { return rs },
 		Querier:         fp.client(t, o.timeout, e.metrics),
 		Objects:         o.objects,
 		Mapper:          mapper,

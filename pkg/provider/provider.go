@@ -1,7 +1,7 @@
 // Package provider serves custom.metrics.k8s.io and external.metrics.k8s.io
 // from Prometheus: it implements custom-metrics-apiserver's
 // CustomMetricsProvider and ExternalMetricsProvider over the discovery
-// index, the compiled rules (pkg/naming) and a Prometheus querier.
+// index, the compiled rules (pkg/rules) and a Prometheus querier.
 //
 // Per request it looks the metric up in the current index (never waiting
 // for discovery), lists the objects of a `*` request from an informer cache
@@ -30,8 +30,8 @@ import (
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // DefaultMaxNamesInQuery is the default largest number of object names put
@@ -88,7 +88,7 @@ type Config struct {
 	Index func() MetricIndex
 	// Rules returns the current compiled configuration; it serves the
 	// externalQueries section. Nil serves no externalQueries.
-	Rules func() *naming.RuleSet
+	Rules func() *rules.RuleSet
 	// Querier runs instant queries; pass the *promclient.Client, which coalesces
 	// concurrent identical queries and enforces the per-query timeout.
 	// Custom and external metrics are both read with QuerySamples.
@@ -178,7 +178,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.RefreshList = func(context.Context) bool { return false }
 	}
 	if cfg.Rules == nil {
-		cfg.Rules = func() *naming.RuleSet { return nil }
+		cfg.Rules = func() *rules.RuleSet { return nil }
 	}
 	if cfg.Pending == nil {
 		cfg.Pending = func() []string { return nil }
@@ -214,7 +214,7 @@ func (p *Provider) listIndex() MetricIndex {
 // now is the timestamp of values that have no sample (defaultValue).
 func (p *Provider) now() time.Time { return p.cfg.Clock.Now() }
 
-// querierFor returns the querier of a rule's backend (what naming.Rule.Backend
+// querierFor returns the querier of a rule's backend (what rules.Rule.Backend
 // names), or a 500 for a backend the adapter does not have (the server
 // refuses such rules at load).
 func (p *Provider) querierFor(backend, what string) (promclient.SampleQuerier, error) {
@@ -261,7 +261,7 @@ func (p *Provider) lookup(ctx context.Context, key, what string, find func(Metri
 // query renders a query, checks its size and runs it on the backend's
 // querier; what names the request in errors. The samples are shared with
 // coalesced callers: read-only.
-func (p *Provider) query(ctx context.Context, what, backend string, render func() (naming.Query, error)) (naming.Query, promclient.Samples, error) {
+func (p *Provider) query(ctx context.Context, what, backend string, render func() (rules.Query, error)) (rules.Query, promclient.Samples, error) {
 	q, err := render()
 	if err != nil {
 		return q, nil, renderError(ctx, what, err)

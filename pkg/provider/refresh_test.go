@@ -15,16 +15,16 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // refreshSetup returns the test mapper, the compiled test rules and the
 // index options to build indexes with them.
-func refreshSetup(t *testing.T) (meta.RESTMapper, *naming.RuleSet, discovery.IndexOptions) {
+func refreshSetup(t *testing.T) (meta.RESTMapper, *rules.RuleSet, discovery.IndexOptions) {
 	t.Helper()
 	mapper := testMapper()
-	rs, err := naming.Compile(testConfig(), mapper)
+	rs, err := rules.Compile(testConfig(), mapper)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRefreshOnMiss(t *testing.T) {
 			fp := newFakeProm(t, always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "1", 1764493200})))
 			p, err := provider.New(provider.Config{
 				Index:   provider.IndexSource(current.Load),
-				Rules:   func() *naming.RuleSet { return rs },
+				Rules:   func() *rules.RuleSet { return rs },
 				Querier: fp.client(t, 5*time.Second, metrics.New()),
 				Objects: testObjects(),
 				Mapper:  mapper,
@@ -91,7 +91,7 @@ func TestRefreshList(t *testing.T) {
 	index := func() *discovery.Index { return current.Load() }
 	p, err := provider.New(provider.Config{
 		Index:   provider.IndexSource(index),
-		Rules:   func() *naming.RuleSet { return rs },
+		Rules:   func() *rules.RuleSet { return rs },
 		Querier: newFakeProm(t, always(http.StatusOK, vector())).client(t, 5*time.Second, metrics.New()),
 		Objects: testObjects(),
 		Mapper:  mapper,

@@ -29,22 +29,17 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // DefaultInterval is the polling interval when Config.Interval is zero.
 const DefaultInterval = 10 * time.Second
 
-// File is one configuration file and its content.
-type File struct {
-	Path string
-	Data []byte
-}
-
 // ApplyFunc validates and installs a new set of configuration files (every
 // file in service, in source order), in which only the file named changed
 // differs from the set in service (it may be absent: removed). It returns
 // an error, and changes nothing, when they are not a valid configuration.
-type ApplyFunc func(ctx context.Context, files []File, changed string) error
+type ApplyFunc func(ctx context.Context, files []rules.File, changed string) error
 
 // Config configures a Watcher.
 type Config struct {
@@ -161,26 +156,9 @@ func New(cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
-// Read lists the files of sources (config.ListFiles) and reads them.
-func Read(sources []string) ([]File, error) {
-	paths, err := config.ListFiles(sources)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]File, 0, len(paths))
-	for _, p := range paths {
-		data, err := config.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, File{Path: p, Data: data})
-	}
-	return out, nil
-}
-
 // Prime records files as the versions already in service (loaded at
 // startup), so that the first poll does not apply them a second time.
-func (w *Watcher) Prime(files []File) {
+func (w *Watcher) Prime(files []rules.File) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.order = w.order[:0]
@@ -329,7 +307,7 @@ func (w *Watcher) settled(p string, st *fileState, data []byte) (change, bool) {
 // is in service, else c's file keeps its previous version.
 func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) error {
 	st := w.files[c.path]
-	var next []File
+	var next []rules.File
 	var order []string
 	// Files in service that are no longer listed stay until their own
 	// removal is applied.
@@ -346,7 +324,7 @@ func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) er
 			data, inUse = c.data, c.data != nil
 		}
 		if inUse {
-			next = append(next, File{Path: p, Data: data})
+			next = append(next, rules.File{Path: p, Data: data})
 			order = append(order, p)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 func TestMain(m *testing.M) {
@@ -83,7 +84,7 @@ type recorder struct {
 	calls   int
 }
 
-func (r *recorder) apply(_ context.Context, files []File, changed string) error {
+func (r *recorder) apply(_ context.Context, files []rules.File, changed string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
@@ -106,7 +107,7 @@ func (r *recorder) snapshot() ([]string, int) {
 	return append([]string(nil), r.applied...), r.calls
 }
 
-func one(path, data string) []File { return []File{{Path: path, Data: []byte(data)}} }
+func one(path, data string) []rules.File { return []rules.File{{Path: path, Data: []byte(data)}} }
 
 func TestConfigMapSwap(t *testing.T) {
 	cm := newConfigMapDir(t, "v1")

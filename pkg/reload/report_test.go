@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // TestReloadReportsRejection: issue 21. A rejected file is reported once
@@ -18,7 +19,7 @@ import (
 func TestReloadReportsRejection(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	write(t, path, ruleFile("queue_depth", "sum(<<.Series>>{<<.LabelMatchers>>})"))
-	files, err := Read([]string{path})
+	files, err := rules.Read([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // AdapterConfig is what an adapter server needs to serve metrics.k8s.io.
@@ -19,7 +19,7 @@ type AdapterConfig struct {
 	Objects Objects
 	// Rules returns the compiled configuration in service; it is read on
 	// every request, so hot reloads take effect at once.
-	Rules func() *naming.RuleSet
+	Rules func() *rules.RuleSet
 	// Querier is the shared Prometheus client.
 	Querier promclient.SampleQuerier
 	// Clock; nil means the real clock.

@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/rest"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -118,7 +118,7 @@ func newPromClient(t testing.TB, answer func(query string) (int, string)) *promc
 func newServer(t testing.TB, objs *fakeObjects, q promclient.SampleQuerier) http.Handler {
 	t.Helper()
 	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: q})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: q})
 	if err != nil {
 		t.Fatalf("NewSource: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestAPIDiscovery(t *testing.T) {
 func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	objs, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: fp})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: fp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 
 func TestNewAdapterRequiresObjects(t *testing.T) {
 	rs := compileRules(t, testConfig)
-	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil || !strings.Contains(err.Error(), "Objects") {
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *rules.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil || !strings.Contains(err.Error(), "Objects") {
 		t.Errorf("NewAdapter without the object cache = %v, want an error naming Objects", err)
 	}
 }
@@ -523,7 +523,7 @@ func TestAPIBadQuery(t *testing.T) {
 // without resourceRules answers 503.
 func TestAPIFollowsReload(t *testing.T) {
 	objs, fp := testCluster()
-	var current atomic.Pointer[naming.RuleSet]
+	var current atomic.Pointer[rules.RuleSet]
 	current.Store(compileRules(t, testConfig))
 	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Querier: fp})
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/promscaler/promscaler/internal/cputime"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // replayProm answers each distinct query with a body computed once by a
@@ -93,7 +93,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := &fakeProm{ts: fp.ts, series: fp.series}
-	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: rec})
+	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: rec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 		vec, _ := fp.eval(q)
 		static[q] = toSamples(vec)
 	}
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: static})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: static})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: benchClient(b, fp)})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: benchClient(b, fp)})
 	if err != nil {
 		b.Fatal(err)
 	}

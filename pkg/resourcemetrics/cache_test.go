@@ -20,9 +20,9 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 var (
@@ -69,7 +69,7 @@ func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool,
 	}
 	_, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, Rules: func() *naming.RuleSet { return rs }, Querier: fp})
+	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, Rules: func() *rules.RuleSet { return rs }, Querier: fp})
 	if err != nil {
 		t.Fatalf("NewAdapter: %v", err)
 	}

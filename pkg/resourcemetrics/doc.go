@@ -6,7 +6,7 @@
 // The pieces, each usable on its own:
 //
 //   - Source renders the configuration's resourceRules (containerQuery,
-//     nodeQuery, through pkg/naming, with .Window) and turns the Prometheus
+//     nodeQuery, through pkg/rules, with .Window) and turns the Prometheus
 //     answers into PodMetrics and NodeMetrics: one CPU and one memory query
 //     per namespace, run in parallel, samples grouped by pod and container
 //     in the adapter.

@@ -16,8 +16,8 @@ import (
 	"k8s.io/metrics/pkg/apis/metrics"
 	"k8s.io/utils/clock"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // Defaults of SourceConfig.
@@ -46,7 +46,7 @@ const (
 type SourceConfig struct {
 	// Rules returns the compiled configuration in service (it changes on hot
 	// reload); its ResourceRules are used.
-	Rules func() *naming.RuleSet
+	Rules func() *rules.RuleSet
 	// Querier runs instant queries; pass the *promclient.Client, which coalesces
 	// identical concurrent queries and enforces the per-query timeout.
 	Querier promclient.SampleQuerier
@@ -62,7 +62,7 @@ type SourceConfig struct {
 // Source answers pod and node metrics from Prometheus. It is safe for
 // concurrent use.
 type Source struct {
-	rules       func() *naming.RuleSet
+	rules       func() *rules.RuleSet
 	querier     promclient.SampleQuerier
 	clock       clock.PassiveClock
 	maxNames    int
@@ -262,7 +262,7 @@ func (s *Source) GetNodeMetrics(ctx context.Context, nodes []*metav1.PartialObje
 }
 
 // resourceRules returns the rules in service and their window.
-func (s *Source) resourceRules() (*naming.ResourceRules, time.Duration, error) {
+func (s *Source) resourceRules() (*rules.ResourceRules, time.Duration, error) {
 	rs := s.rules()
 	if rs == nil || rs.ResourceRules() == nil {
 		return nil, 0, ErrNotConfigured
@@ -283,13 +283,13 @@ func (s *Source) resourceRules() (*naming.ResourceRules, time.Duration, error) {
 }
 
 // request names the objects when there are few, else asks for all of them.
-func (s *Source) request(namespace string, names []string) naming.ResourceRequest {
+func (s *Source) request(namespace string, names []string) rules.ResourceRequest {
 	if len(names) > s.maxNames {
-		return naming.ResourceRequest{Namespace: namespace, AllObjects: true}
+		return rules.ResourceRequest{Namespace: namespace, AllObjects: true}
 	}
 	sorted := slices.Clone(names)
 	slices.Sort(sorted)
-	return naming.ResourceRequest{Namespace: namespace, Names: slices.Compact(sorted)}
+	return rules.ResourceRequest{Namespace: namespace, Names: slices.Compact(sorted)}
 }
 
 // answer is the vector an instant query returned. It is shared with
@@ -321,7 +321,7 @@ func (a answer) point(i int) point {
 // queryContainers runs a rule's containerQuery and groups the samples by pod
 // and container. Samples without a pod label are ignored; a second sample
 // for the same container is ignored (and logged).
-func (s *Source) queryContainers(ctx context.Context, r *naming.ResourceRule, req naming.ResourceRequest) (containerPoints, error) {
+func (s *Source) queryContainers(ctx context.Context, r *rules.ResourceRule, req rules.ResourceRequest) (containerPoints, error) {
 	path := r.Path() + ".containerQuery"
 	q, err := r.ContainerQuery(req)
 	if err != nil {
@@ -358,7 +358,7 @@ func (s *Source) queryContainers(ctx context.Context, r *naming.ResourceRule, re
 }
 
 // queryNodes runs a rule's nodeQuery and maps each node to its sample.
-func (s *Source) queryNodes(ctx context.Context, r *naming.ResourceRule, req naming.ResourceRequest) (map[string]point, error) {
+func (s *Source) queryNodes(ctx context.Context, r *rules.ResourceRule, req rules.ResourceRequest) (map[string]point, error) {
 	path := r.Path() + ".nodeQuery"
 	q, err := r.NodeQuery(req)
 	if err != nil {

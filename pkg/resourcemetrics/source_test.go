@@ -17,9 +17,9 @@ import (
 	"k8s.io/metrics/pkg/apis/metrics"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 var (
@@ -60,7 +60,7 @@ func newSource(t *testing.T, q promclient.SampleQuerier, maxNames int) *resource
 	t.Helper()
 	rs := compileRules(t, testConfig)
 	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
-		Rules:           func() *naming.RuleSet { return rs },
+		Rules:           func() *rules.RuleSet { return rs },
 		Querier:         q,
 		Clock:           clocktesting.NewFakePassiveClock(createTime),
 		MaxNamesInQuery: maxNames,
@@ -477,7 +477,7 @@ func TestSourceErrors(t *testing.T) {
 	})
 	t.Run("no resourceRules", func(t *testing.T) {
 		rs := compileRules(t, "rules: []\n")
-		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: &fakeProm{}})
+		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: &fakeProm{}})
 		if err != nil {
 			t.Fatalf("NewSource: %v", err)
 		}
@@ -544,7 +544,7 @@ func TestParallelismBound(t *testing.T) {
 		t.Run(fmt.Sprint(parallelism), func(t *testing.T) {
 			cq := &countingQuerier{inner: fp}
 			rs := compileRules(t, testConfig)
-			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rs }, Querier: cq, Parallelism: parallelism})
+			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: cq, Parallelism: parallelism})
 			if err != nil {
 				t.Fatal(err)
 			}

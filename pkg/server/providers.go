@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -24,13 +23,11 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/apistatus"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
-	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/teamrules"
 )
 
@@ -45,11 +42,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
-	backendNames := slices.Sorted(maps.Keys(deps.Backends))
-	rules, err := compileRules(deps.Configs, mapper, backendNames)
-	if err != nil {
-		return nil, err
-	}
+	ruleList := deps.Rules
 	discBackends := make(map[string]discovery.Prometheus, len(deps.Backends))
 	queriers := make(map[string]promclient.SampleQuerier, len(deps.Backends))
 	for name, c := range deps.Backends {
@@ -59,7 +52,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	disc, err := discovery.New(discovery.Options{
 		Backends:   discBackends,
 		Prometheus: deps.Prometheus.WithTimeout(discoveryTimeout(deps.Prometheus.Timeout(), deps.RelistInterval)),
-		Rules:      rules,
+		Rules:      ruleList,
 		Interval:   deps.RelistInterval,
 		MaxAge:     deps.MaxAge,
 		Strategy:   deps.DiscoveryStrategy,
@@ -115,7 +108,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	// needs a restart to install the group (reloads of existing
 	// resourceRules take effect at once).
 	var resources *resourcemetrics.API
-	if rules.ResourceRules() != nil {
+	if ruleList.ResourceRules() != nil {
 		// One object cache: metrics.k8s.io reads pods and nodes from the
 		// custom metrics path's, warmed now so that its first request does
 		// not wait for the lists.
@@ -130,7 +123,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			return nil, err
 		}
 	}
-	rulesIn := teamrules.NewCombiner(rules, disc.SetRules)
+	rulesIn := teamrules.NewCombiner(ruleList, disc.SetRules)
 	team, err := teamRules(deps, restConfig, mapper, rulesIn)
 	if err != nil {
 		return nil, err
@@ -149,11 +142,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			}
 			wg.Wait()
 		},
-		ApplyConfig: func(cfgs []*config.Config) error {
-			rs, err := compileRules(cfgs, mapper, backendNames)
-			if err != nil {
-				return err
-			}
+		ApplyConfig: func(rs *rules.RuleSet) error {
 			if err := rulesIn.SetBase(rs); err != nil {
 				return err
 			}
@@ -181,28 +170,6 @@ func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMappe
 	}
 	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper,
 		Backends: slices.Sorted(maps.Keys(deps.Backends)), Sink: sink, Metrics: deps.Metrics})
-}
-
-// compileRules compiles the rules files, in order, logging their warnings.
-// A rule naming a backend other than "default" and backends is refused.
-func compileRules(cfgs []*config.Config, mapper meta.RESTMapper, backends []string) (*naming.RuleSet, error) {
-	var unknown []error
-	for _, c := range cfgs {
-		for _, e := range c.UnknownBackends(backends) {
-			unknown = append(unknown, e)
-		}
-	}
-	if err := errors.Join(unknown...); err != nil {
-		return nil, fmt.Errorf("compiling the rules: %w", err)
-	}
-	rules, warnings, err := reload.Compile(cfgs, mapper)
-	if err != nil {
-		return nil, fmt.Errorf("compiling the rules: %w", err)
-	}
-	for _, w := range warnings {
-		klog.InfoS("Rule warning", "warning", w)
-	}
-	return rules, nil
 }
 
 // discoveryTimeout is the per-call timeout of discovery requests, which
@@ -316,7 +283,7 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // resourceQuerier sends metrics.k8s.io's queries to the backend the
 // current resourceRules name.
 type resourceQuerier struct {
-	rules    func() *naming.RuleSet
+	rules    func() *rules.RuleSet
 	def      *promclient.Client
 	backends map[string]*promclient.Client
 }

@@ -38,10 +38,10 @@ import (
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/servertiming"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/teamrules"
 )
 
@@ -63,10 +63,10 @@ type Providers struct {
 	// Run runs the providers' background loops (discovery relists) until
 	// ctx ends. Nil when there are none.
 	Run func(ctx context.Context)
-	// ApplyConfig installs new, already parsed and validated rules files,
-	// in order (hot reload). It returns an error, and keeps the rules in
-	// service, when the new rules cannot be compiled.
-	ApplyConfig func(cfgs []*config.Config) error
+	// ApplyConfig installs a new set of rules files, loaded and checked
+	// (rules.Load), in place of the startup ones (hot reload). It returns
+	// an error, and keeps the rules in service, when it cannot.
+	ApplyConfig func(*rules.RuleSet) error
 }
 
 // ProviderDeps is what the server hands the providers factory.
@@ -80,8 +80,8 @@ type ProviderDeps struct {
 	Backends map[string]*promclient.Client
 	// Metrics is the adapter's registry of metrics.
 	Metrics *metrics.Metrics
-	// Configs are the rules files loaded at startup, in order.
-	Configs []*config.Config
+	// Rules are the rules files loaded at startup (rules.Load).
+	Rules *rules.RuleSet
 	// RelistInterval is how often discovery runs; MaxAge how far back it
 	// looks (never less than RelistInterval).
 	RelistInterval time.Duration
@@ -168,20 +168,25 @@ type Config struct {
 	libraryMetricsAPIs bool
 }
 
-// loadRules reads and parses the rules files, logging their warnings. A
-// query Prometheus would reject loads with an error logged, as
-// prometheus-adapter loads it, unless strict.
-func loadRules(sources []string, strict bool) ([]*config.Config, []reload.File, error) {
-	files, err := reload.Read(sources)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the rules files: %w", err)
+// loadRules loads the rules files (rules.Load) against the cluster's
+// resources and the configured backends, logging the warnings. strict
+// names the files in which a query Prometheus would reject is an error
+// (rules.Strict); in the others it loads with a warning, as
+// prometheus-adapter loads it.
+func (c *Config) loadRules(files []rules.File, mapper meta.RESTMapper, strict func(string) bool) (*rules.RuleSet, error) {
+	names := make([]string, 0, len(c.Backends))
+	for _, b := range c.Backends {
+		names = append(names, b.Name)
 	}
-	rules, warnings, err := reload.Parse(files, reload.Strict(strict, ""))
+	loaded, err := rules.Load(files, rules.Options{Mapper: mapper, Strict: strict, Backends: names})
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the rules files: %w", err)
+		return nil, err
 	}
-	logConfigWarnings(warnings)
-	return rules, files, nil
+	logConfigWarnings(loaded.Warnings)
+	for _, e := range loaded.QueryErrors {
+		klog.ErrorS(e, "Rule loaded anyway, its queries will fail")
+	}
+	return loaded.Set, nil
 }
 
 // Server is a completed adapter server, ready to Run.
@@ -203,9 +208,17 @@ func (c *Config) Complete() (*Server, error) {
 	if c.APIServer == nil || c.APIServer.GenericConfig == nil {
 		return nil, errors.New("no API server configuration")
 	}
-	rules, files, err := loadRules(c.RulesFiles, c.Strict)
+	files, err := rules.Read(c.RulesFiles)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the rules files: %w", err)
+	}
+	mapper, err := c.Kube.RESTMapper()
+	if err != nil {
+		return nil, fmt.Errorf("building the RESTMapper: %w", err)
+	}
+	ruleSet, err := c.loadRules(files, mapper, rules.Strict(c.Strict, ""))
+	if err != nil {
+		return nil, fmt.Errorf("loading the rules files: %w", err)
 	}
 	m := c.Metrics
 	if m == nil {
@@ -257,7 +270,7 @@ func (c *Config) Complete() (*Server, error) {
 		Prometheus:        promClient,
 		Backends:          backends,
 		Metrics:           m,
-		Configs:           rules,
+		Rules:             ruleSet,
 		RelistInterval:    c.RelistInterval,
 		MaxAge:            cmp.Or(c.MaxAge, c.RelistInterval),
 		DiscoveryStrategy: c.DiscoveryStrategy,
@@ -345,21 +358,17 @@ func (c *Config) Complete() (*Server, error) {
 			Interval: c.ConfigReloadInterval,
 			Metrics:  m,
 			Report:   report,
-			Apply: func(_ context.Context, files []reload.File, changed string) error {
-				// A changed file with a query Prometheus would reject is
-				// never swapped in for rules that work.
-				rules, warnings, err := reload.Parse(files, reload.Strict(true, changed))
-				if err != nil {
-					return err
-				}
+			Apply: func(_ context.Context, files []rules.File, changed string) error {
 				if providers.ApplyConfig == nil {
 					return errors.New("the metrics providers cannot change rules without a restart")
 				}
-				if err := providers.ApplyConfig(rules); err != nil {
+				// A changed file with a query Prometheus would reject is
+				// never swapped in for rules that work.
+				rs, err := c.loadRules(files, mapper, rules.Strict(true, changed))
+				if err != nil {
 					return err
 				}
-				logConfigWarnings(warnings)
-				return nil
+				return providers.ApplyConfig(rs)
 			},
 		})
 		if err != nil {

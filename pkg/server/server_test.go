@@ -36,10 +36,10 @@ import (
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/apistatus"
-	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -128,12 +128,12 @@ func newTestProm(t *testing.T) *promtest.Server {
 type fakeProviders struct {
 	ready   atomic.Bool
 	mu      sync.Mutex
-	applied []*config.Config
+	applied []*rules.RuleSet
 	ran     atomic.Bool
 }
 
 func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
-	if deps.Prometheus == nil || deps.Metrics == nil || len(deps.Configs) == 0 || deps.Kube == nil {
+	if deps.Prometheus == nil || deps.Metrics == nil || deps.Rules == nil || deps.Kube == nil {
 		return nil, fmt.Errorf("incomplete deps: %+v", deps)
 	}
 	if deps.MaxAge != deps.RelistInterval {
@@ -153,10 +153,10 @@ func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
 			f.ran.Store(true)
 			<-ctx.Done()
 		},
-		ApplyConfig: func(cfgs []*config.Config) error {
+		ApplyConfig: func(rs *rules.RuleSet) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.applied = append(f.applied, cfgs...)
+			f.applied = append(f.applied, rs)
 			return nil
 		},
 	}, nil

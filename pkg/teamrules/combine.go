@@ -6,33 +6,33 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // Combiner joins the cluster-wide rules (the --config files) and the
 // team rules into the one rule set served, and publishes it on every
 // change. The teams' rules come first, in ConfigMap key order, the files'
 // last: of two rules producing the same metric in a namespace, the
-// cluster-wide one wins (see naming.Rule.Order), so a team cannot shadow
+// cluster-wide one wins (see rules.Rule.Order), so a team cannot shadow
 // an administrator's metric. It implements Sink.
 type Combiner struct {
-	publish func(*naming.RuleSet)
+	publish func(*rules.RuleSet)
 
 	mu    sync.Mutex
-	base  *naming.RuleSet
-	teams map[string]*naming.RuleSet
+	base  *rules.RuleSet
+	teams map[string]*rules.RuleSet
 }
 
 var _ Sink = (*Combiner)(nil)
 
 // NewCombiner returns a Combiner serving base alone until teams are set;
 // publish receives each new combined set (it does not receive base).
-func NewCombiner(base *naming.RuleSet, publish func(*naming.RuleSet)) *Combiner {
-	return &Combiner{publish: publish, base: base, teams: map[string]*naming.RuleSet{}}
+func NewCombiner(base *rules.RuleSet, publish func(*rules.RuleSet)) *Combiner {
+	return &Combiner{publish: publish, base: base, teams: map[string]*rules.RuleSet{}}
 }
 
 // SetBase installs new cluster-wide rules with the teams' rules in service.
-func (c *Combiner) SetBase(rs *naming.RuleSet) error {
+func (c *Combiner) SetBase(rs *rules.RuleSet) error {
 	if rs == nil {
 		return errors.New("no rules")
 	}
@@ -48,7 +48,7 @@ func (c *Combiner) SetBase(rs *naming.RuleSet) error {
 }
 
 // SetTeam implements Sink.
-func (c *Combiner) SetTeam(key string, rs *naming.RuleSet) error {
+func (c *Combiner) SetTeam(key string, rs *rules.RuleSet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	teams := maps.Clone(c.teams)
@@ -66,13 +66,13 @@ func (c *Combiner) SetTeam(key string, rs *naming.RuleSet) error {
 	return nil
 }
 
-func combine(base *naming.RuleSet, teams map[string]*naming.RuleSet) (*naming.RuleSet, error) {
+func combine(base *rules.RuleSet, teams map[string]*rules.RuleSet) (*rules.RuleSet, error) {
 	if len(teams) == 0 {
 		return base, nil
 	}
-	sets := make([]*naming.RuleSet, 0, len(teams)+1)
+	sets := make([]*rules.RuleSet, 0, len(teams)+1)
 	for _, k := range slices.Sorted(maps.Keys(teams)) {
 		sets = append(sets, teams[k])
 	}
-	return naming.Merge(append(sets, base))
+	return rules.Merge(append(sets, base))
 }

@@ -2,7 +2,7 @@
 // ConfigMaps carrying the label promscaler.io/rules=true, each data key
 // ending in .yaml (or .yml) a rules file in prometheus-adapter's format.
 // Each ConfigMap is a configuration source of its own, compiled confined to
-// its namespace (naming.RuleSet.ConfineTo): its metrics are served for
+// its namespace (rules.RuleSet.ConfineTo): its metrics are served for
 // that namespace only and every query rendered from it carries that
 // namespace's matcher on every selector. A ConfigMap that does not load
 // keeps its last good rules in service, gets a Warning event, is logged and
@@ -34,8 +34,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
@@ -70,7 +70,7 @@ type Options struct {
 // returns an error, changing nothing, when it cannot be served with the
 // other sources.
 type Sink interface {
-	SetTeam(key string, rs *naming.RuleSet) error
+	SetTeam(key string, rs *rules.RuleSet) error
 }
 
 // Config configures a Watcher.
@@ -282,12 +282,12 @@ func sourceName(key string) string { return "configmap/" + key }
 // configmap/<namespace>/<name>/<key> in errors and rule paths; the files'
 // rules are merged in key order. A backend key naming neither the default
 // backend nor one of backends is an error at its place.
-func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string, backends []string) (*naming.RuleSet, []string, error) {
+func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string, backends []string) (*rules.RuleSet, []string, error) {
 	prefix := sourceName(cm.Namespace + "/" + cm.Name)
-	var files []reload.File
+	var files []rules.File
 	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
 		if strings.HasSuffix(k, ".yaml") || strings.HasSuffix(k, ".yml") {
-			files = append(files, reload.File{Path: prefix + "/" + k, Data: []byte(cm.Data[k])})
+			files = append(files, rules.File{Path: prefix + "/" + k, Data: []byte(cm.Data[k])})
 		}
 	}
 	if len(files) == 0 {
@@ -297,27 +297,16 @@ func Load(cm *corev1.ConfigMap, mapper meta.RESTMapper, namespaceLabel string, b
 	if err != nil {
 		return nil, nil, err
 	}
-	rules, err := reload.Load(files, mapper, reload.Strict(true, ""))
+	loaded, err := rules.Load(files, rules.Options{
+		Mapper:   mapper,
+		Strict:   rules.Strict(true, ""),
+		Backends: backends,
+		Confine:  e,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	var errs []error
-	for _, c := range rules.Configs {
-		for _, u := range c.UnknownBackends(backends) {
-			errs = append(errs, u)
-		}
-	}
-	rs, err := rules.Set.ConfineTo(e)
-	if err != nil {
-		if len(files) == 1 {
-			err = fmt.Errorf("%s: %w", files[0].Path, err)
-		}
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
-	}
-	return rs, rules.Warnings, nil
+	return loaded.Set, loaded.Warnings, nil
 }
 
 // dataSum hashes the ConfigMap's data keys and values.

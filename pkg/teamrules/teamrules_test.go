@@ -17,7 +17,7 @@ import (
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/config"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 const goodRules = `rules:
@@ -45,10 +45,10 @@ func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
 // published records what the combiner publishes.
 type published struct {
 	mu   sync.Mutex
-	sets []*naming.RuleSet
+	sets []*rules.RuleSet
 }
 
-func (p *published) publish(rs *naming.RuleSet) {
+func (p *published) publish(rs *rules.RuleSet) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sets = append(p.sets, rs)
@@ -69,13 +69,13 @@ func (p *published) last() []string {
 	return out
 }
 
-func baseRules(t *testing.T) *naming.RuleSet {
+func baseRules(t *testing.T) *rules.RuleSet {
 	t.Helper()
 	cfg, err := config.Parse([]byte(goodRules), "/etc/adapter/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
+	rs, err := rules.Compile(cfg, kubemapper.New())
 	if err != nil {
 		t.Fatal(err)
 	}

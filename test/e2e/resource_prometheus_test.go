@@ -16,9 +16,9 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/config"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/e2e/framework"
 	"github.com/promscaler/promscaler/test/exporter"
 )
@@ -76,11 +76,11 @@ func TestResourceSourcePrometheus(t *testing.T) {
 
 	cfg, err := config.Parse([]byte(resourceConfig), "resource-config.yaml")
 	must(err)
-	rules, err := naming.Compile(cfg, kubemapper.New())
+	ruleList, err := rules.Compile(cfg, kubemapper.New())
 	must(err)
 	client, err := promclient.New(promclient.Config{Address: promSrv.URL, HTTPClient: &http.Client{}, Timeout: 10 * time.Second})
 	must(err)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *naming.RuleSet { return rules }, Querier: client})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return ruleList }, Querier: client})
 	must(err)
 
 	got, err := src.GetPodMetrics(ctx, pods)

@@ -8,17 +8,17 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/config"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // Compile parses yml as test.yaml and compiles it with kubemapper's mapper.
-func Compile(t testing.TB, yml string) *naming.RuleSet {
+func Compile(t testing.TB, yml string) *rules.RuleSet {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yml), "test.yaml")
 	if err != nil {
 		t.Fatalf("parsing config: %v", err)
 	}
-	rs, err := naming.Compile(cfg, kubemapper.New())
+	rs, err := rules.Compile(cfg, kubemapper.New())
 	if err != nil {
 		t.Fatalf("compiling config: %v", err)
 	}

@@ -30,9 +30,8 @@ import (
 	"github.com/promscaler/promscaler/pkg/config"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/discovery/explain"
-	"github.com/promscaler/promscaler/pkg/naming"
 	"github.com/promscaler/promscaler/pkg/promclient"
-	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
 
@@ -97,7 +96,7 @@ func newMapper(kubeconfig string) (meta.RESTMapper, error) {
 // loadedRules is what loadRules found.
 type loadedRules struct {
 	configs []*config.Config
-	set     *naming.RuleSet
+	set     *rules.RuleSet
 	// warnings and queryErrors count what was printed.
 	warnings, queryErrors int
 }
@@ -108,47 +107,29 @@ type loadedRules struct {
 // the configuration is invalid. A query Prometheus would reject is printed
 // as an error but does not make ok false (the adapter loads such a file).
 func loadRules(sources []string, mapper meta.RESTMapper, t toolIO) (*loadedRules, bool) {
-	files, err := reload.Read(sources)
+	files, err := rules.Read(sources)
 	if err != nil {
 		t.errorf("%v", err)
 		return nil, false
 	}
-	out := &loadedRules{}
-	for _, f := range files {
-		cfg, err := config.Parse(f.Data, f.Path)
-		if err != nil {
-			var list config.ErrorList
-			if errors.As(err, &list) {
-				for _, e := range list {
-					t.errorf("%s", e)
-				}
-			} else {
-				t.errorf("%v", err)
-			}
-			return nil, false
-		}
-		for _, w := range cfg.Warnings() {
-			t.errorf("warning: %s", w)
-			out.warnings++
-		}
-		for _, e := range cfg.QueryErrors() {
-			t.errorf("error: %s", e)
-			out.queryErrors++
-		}
-		out.configs = append(out.configs, cfg)
-	}
-	rs, warnings, err := reload.Compile(out.configs, mapper)
+	// The backend keys are checked against --backends-config by
+	// checkBackends, which says which file it read.
+	loaded, err := rules.Load(files, rules.Options{Mapper: mapper, AnyBackend: true})
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			t.errorf("%s", line)
 		}
 		return nil, false
 	}
-	for _, w := range warnings {
+	out := &loadedRules{configs: loaded.Configs, set: loaded.Set}
+	for _, w := range loaded.Warnings {
 		t.errorf("warning: %s", w)
 		out.warnings++
 	}
-	out.set = rs
+	for _, e := range loaded.QueryErrors {
+		t.errorf("error: %s", e)
+		out.queryErrors++
+	}
 	return out, true
 }
 
@@ -370,7 +351,7 @@ func discoveredLines(idx *discovery.Index) []discoveredMetric {
 	for _, info := range idx.CustomMetrics() {
 		for _, c := range winners(idx.CustomCandidates(info.GroupResource, info.Namespaced, info.Metric)) {
 			out = append(out, discoveredMetric{
-				API: naming.CustomMetricsAPI, Group: info.GroupResource.Group, Resource: info.GroupResource.Resource,
+				API: rules.CustomMetricsAPI, Group: info.GroupResource.Group, Resource: info.GroupResource.Resource,
 				Namespaced: info.Namespaced, Metric: info.Metric, SeriesName: c.SeriesName, Rule: c.Rule.Path(),
 			})
 		}
@@ -378,7 +359,7 @@ func discoveredLines(idx *discovery.Index) []discoveredMetric {
 	for _, info := range idx.ExternalMetrics() {
 		for _, c := range winners(idx.ExternalCandidates(info.Metric)) {
 			out = append(out, discoveredMetric{
-				API: naming.ExternalMetricsAPI, Namespaced: c.Rule.Namespaced(), Metric: info.Metric,
+				API: rules.ExternalMetricsAPI, Namespaced: c.Rule.Namespaced(), Metric: info.Metric,
 				SeriesName: c.SeriesName, Rule: c.Rule.Path(),
 			})
 		}
@@ -412,7 +393,7 @@ func winners(cs []discovery.Candidate) []discovery.Candidate {
 
 // summarizeConfig returns one line per rule, external query and resource
 // rule.
-func summarizeConfig(cfgs []*config.Config, rs *naming.RuleSet) []string {
+func summarizeConfig(cfgs []*config.Config, rs *rules.RuleSet) []string {
 	var out []string
 	for _, r := range rs.Rules() {
 		res := r.Resources()
@@ -439,7 +420,7 @@ func summarizeConfig(cfgs []*config.Config, rs *naming.RuleSet) []string {
 			name = "as " + strconvQuote(rc.Name.As)
 		}
 		scope := ""
-		if r.Kind() == naming.KindExternal && !r.Namespaced() {
+		if r.Kind() == rules.KindExternal && !r.Namespaced() {
 			scope = "; not namespaced"
 		}
 		out = append(out, fmt.Sprintf("%s: ok: %s metrics from seriesQuery %s; %d series filters; name: %s; resources: %s%s",
@@ -462,14 +443,14 @@ func summarizeConfig(cfgs []*config.Config, rs *naming.RuleSet) []string {
 }
 
 // ruleConfig returns the configuration of a compiled rule, from its file.
-func ruleConfig(cfgs []*config.Config, r *naming.Rule) config.DiscoveryRule {
+func ruleConfig(cfgs []*config.Config, r *rules.Rule) config.DiscoveryRule {
 	cfg := cfgs[0]
 	for _, c := range cfgs {
 		if c.Source != nil && c.Source.File == r.File() {
 			cfg = c
 		}
 	}
-	if r.Kind() == naming.KindExternal {
+	if r.Kind() == rules.KindExternal {
 		return cfg.ExternalRules[r.Index()]
 	}
 	return cfg.Rules[r.Index()]
@@ -655,9 +636,9 @@ func explainRequest(f explainFlags, mapper meta.RESTMapper) (explain.Request, er
 
 // liveSeries lists, for each distinct seriesQuery, the series Prometheus
 // has over the last maxAge, as the series discovery strategy does.
-func liveSeries(ctx context.Context, client *promclient.Client, rs *naming.RuleSet, maxAge time.Duration) ([]discovery.RuleSeries, error) {
+func liveSeries(ctx context.Context, client *promclient.Client, rs *rules.RuleSet, maxAge time.Duration) ([]discovery.RuleSeries, error) {
 	now := time.Now()
-	cache := map[string][]naming.Series{}
+	cache := map[string][]rules.Series{}
 	var out []discovery.RuleSeries
 	for _, r := range rs.Rules() {
 		series, ok := cache[r.SeriesQuery()]
@@ -666,9 +647,9 @@ func liveSeries(ctx context.Context, client *promclient.Client, rs *naming.RuleS
 			if err != nil {
 				return nil, fmt.Errorf("%s: listing series: %w", r.Path(), err)
 			}
-			series = make([]naming.Series, len(sets))
+			series = make([]rules.Series, len(sets))
 			for i, ls := range sets {
-				series[i] = naming.SeriesFromLabelSet(ls)
+				series[i] = rules.SeriesFromLabelSet(ls)
 			}
 			cache[r.SeriesQuery()] = series
 		}
@@ -679,7 +660,7 @@ func liveSeries(ctx context.Context, client *promclient.Client, rs *naming.RuleS
 
 // printValues writes one line per sample: the object (resource label) or
 // labels, the value and the sample time.
-func printValues(w io.Writer, vec model.Vector, q naming.Query) {
+func printValues(w io.Writer, vec model.Vector, q rules.Query) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	lines := make([]string, 0, len(vec))

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // ErrNotServed is returned (wrapped) when no rule serves the request.
@@ -46,7 +46,7 @@ type Request struct {
 // Input is what discovery saw.
 type Input struct {
 	// Rules is the compiled configuration.
-	Rules *naming.RuleSet
+	Rules *rules.RuleSet
 	// Series are the series each rule's seriesQuery selected (from
 	// discovery.MatchSeries offline, or from Prometheus).
 	Series []discovery.RuleSeries
@@ -60,7 +60,7 @@ type Input struct {
 // Result is a rendered query and how it was produced.
 type Result struct {
 	// Query is the rendered query.
-	Query naming.Query
+	Query rules.Query
 	// Source names what produced it: a rule path and series, or an
 	// externalQueries entry.
 	Source string
@@ -93,7 +93,7 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 	if !ok {
 		return nil, notServed(what, customReasons(in, idx, req))
 	}
-	cr := naming.CustomRequest{
+	cr := rules.CustomRequest{
 		Series:         entry.SeriesName,
 		Resource:       req.Resource,
 		Namespace:      req.Namespace,
@@ -127,7 +127,7 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 func explainExternal(in Input, idx *discovery.Index, req Request) (*Result, error) {
 	what := fmt.Sprintf("external metric %q in namespace %q", req.Metric, req.Namespace)
 	if q, ok := in.Rules.ExternalQuery(req.Metric); ok {
-		rendered, err := q.Query(naming.ExternalRequest{Namespace: req.Namespace, MetricSelector: req.MetricSelector})
+		rendered, err := q.Query(rules.ExternalRequest{Namespace: req.Namespace, MetricSelector: req.MetricSelector})
 		if err != nil {
 			return nil, fmt.Errorf("%s is served by %s but its query does not render: %w", what, q.Path(), err)
 		}
@@ -142,7 +142,7 @@ func explainExternal(in Input, idx *discovery.Index, req Request) (*Result, erro
 	if !ok {
 		return nil, notServed(what, externalReasons(in, req))
 	}
-	q, err := entry.Rule.QueryForExternalSeries(naming.ExternalRequest{Series: entry.SeriesName, Namespace: req.Namespace, MetricSelector: req.MetricSelector})
+	q, err := entry.Rule.QueryForExternalSeries(rules.ExternalRequest{Series: entry.SeriesName, Namespace: req.Namespace, MetricSelector: req.MetricSelector})
 	if err != nil {
 		return nil, fmt.Errorf("%s is served by %s but its query does not render: %w", what, entry, err)
 	}
@@ -191,8 +191,8 @@ func notServed(what string, reasons []string) error {
 }
 
 // seriesByName groups a rule's series by series name, in name order.
-func seriesByName(series []naming.Series) ([]string, map[string][]naming.Series) {
-	by := map[string][]naming.Series{}
+func seriesByName(series []rules.Series) ([]string, map[string][]rules.Series) {
+	by := map[string][]rules.Series{}
 	var names []string
 	for _, s := range series {
 		if _, ok := by[s.Name]; !ok {
@@ -205,7 +205,7 @@ func seriesByName(series []naming.Series) ([]string, map[string][]naming.Series)
 }
 
 // ruleSeries returns the series discovered for r.
-func ruleSeries(in Input, r *naming.Rule) []naming.Series {
+func ruleSeries(in Input, r *rules.Rule) []rules.Series {
 	for _, rs := range in.Series {
 		if rs.Rule == r {
 			return rs.Series
@@ -216,14 +216,14 @@ func ruleSeries(in Input, r *naming.Rule) []naming.Series {
 
 // nameStage follows a rule's series up to naming: it returns the series
 // producing metric, and reasons for the rule when none does.
-func nameStage(in Input, r *naming.Rule, metric string) ([]naming.Series, []string) {
+func nameStage(in Input, r *rules.Rule, metric string) ([]rules.Series, []string) {
 	series := ruleSeries(in, r)
 	if len(series) == 0 {
 		return nil, []string{fmt.Sprintf("%s: no series matched seriesQuery %s%s", r.Path(), r.SeriesQuery(), closest(in.All, r.SeriesQuery()))}
 	}
 	names, by := seriesByName(series)
 	var dropped, produced []string
-	var out []naming.Series
+	var out []rules.Series
 	for _, n := range names {
 		if why := r.DropReason(n); why != "" {
 			dropped = append(dropped, fmt.Sprintf("%s: series %q dropped: %s", r.Path(), n, why))
@@ -320,10 +320,10 @@ func customReasons(in Input, idx *discovery.Index, req Request) []string {
 
 // resourceStage says why series named for the metric do not serve the
 // requested resource and namespace.
-func resourceStage(r *naming.Rule, series []naming.Series, req Request) []string {
+func resourceStage(r *rules.Rule, series []rules.Series, req Request) []string {
 	resLabel, labelErr := r.LabelForResource(req.Resource)
-	nsLabel, _ := r.LabelForResource(naming.NamespaceResource)
-	var withResource []naming.Series
+	nsLabel, _ := r.LabelForResource(rules.NamespaceResource)
+	var withResource []rules.Series
 	mapped := map[string]string{}
 	var unmapped []string
 	for _, s := range series {
@@ -393,7 +393,7 @@ func externalReasons(in Input, req Request) []string {
 		if !r.Namespaced() {
 			continue // would have been served
 		}
-		nsLabel, err := r.LabelForResource(naming.NamespaceResource)
+		nsLabel, err := r.LabelForResource(rules.NamespaceResource)
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: namespaced (the default) but no label maps to namespaces: %v; set resources.namespaced: false or map the namespace label", r.Path(), err))
 			continue

@@ -49,4 +49,4 @@
 //   - Label names are validated as Prometheus label names, series names as
 //     classic metric names; selector operators gt and lt are refused with
 //     ErrUnsupportedOperator.
-package naming
+package rules

@@ -1,4 +1,4 @@
-package naming_test
+package rules_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/config"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // Discovery and query rendering for the fpm example: a series is filtered,
@@ -23,19 +23,19 @@ func Example() {
 		Name:         config.NameMapping{As: "fpm_active_rate"},
 		MetricsQuery: `sum(max_over_time(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)`,
 	}}}
-	rules, err := naming.Compile(cfg, kubemapper.New())
+	rs, err := rules.Compile(cfg, kubemapper.New())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rule := rules.CustomRules()[0]
+	rule := rs.CustomRules()[0]
 
-	series := naming.SeriesFromLabelSet(model.LabelSet{"__name__": "pm_status", "namespace": "abtest", "pod_name": "a"})
+	series := rules.SeriesFromLabelSet(model.LabelSet{"__name__": "pm_status", "namespace": "abtest", "pod_name": "a"})
 	metric, _ := rule.MetricNameForSeries(series.Name)
 	resources, namespaced := rule.ResourcesForSeries(series.Labels)
 	fmt.Println(rule.Path(), rule.KeepSeries(series.Name), metric, resources, namespaced)
 
-	q, err := rule.QueryForSeries(naming.CustomRequest{
+	q, err := rule.QueryForSeries(rules.CustomRequest{
 		Series:    series.Name,
 		Resource:  schema.GroupResource{Resource: "pods"},
 		Namespace: "abtest",

@@ -13,7 +13,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/pkg/naming"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // ruleFile is a configuration with one external rule for series, served
@@ -26,11 +26,11 @@ func ruleFile(series, query string) string {
 // (strict for the changed file), keeping the last rule set applied.
 type server struct {
 	mu  sync.Mutex
-	set *naming.RuleSet
+	set *rules.RuleSet
 }
 
-func (s *server) apply(_ context.Context, files []File, changed string) error {
-	r, err := Load(files, kubemapper.New(), Strict(false, changed))
+func (s *server) apply(_ context.Context, files []rules.File, changed string) error {
+	r, err := rules.Load(files, rules.Options{Mapper: kubemapper.New(), Strict: rules.Strict(false, changed), AnyBackend: true})
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func write(t *testing.T, path, content string) {
 // the server, its metrics and a watcher primed with what was loaded.
 func startWatcher(t *testing.T, sources ...string) (*server, *metrics.Metrics, *Watcher) {
 	t.Helper()
-	files, err := Read(sources)
+	files, err := rules.Read(sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,54 +177,5 @@ func TestDirectoryFilesReloadOnTheirOwn(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.ConfigLastReloadSuccessful); got != 1 {
 		t.Errorf("last_reload_successful = %v, want 1 once b is fixed", got)
-	}
-}
-
-// TestLoadQueryErrorsStrictness: a query Prometheus would reject loads
-// with a warning unless its file is strict; an old file's problem never
-// blocks another file's reload.
-func TestLoadQueryErrorsStrictness(t *testing.T) {
-	bad := File{Path: "bad.yaml", Data: []byte(ruleFile("x", "sum(<<.Series>>{)"))}
-	good := File{Path: "good.yaml", Data: []byte(ruleFile("y", "sum(<<.Series>>)"))}
-	files := []File{bad, good}
-	r, err := Load(files, kubemapper.New(), Strict(false, ""))
-	if err != nil {
-		t.Fatalf("non-strict Load: %v", err)
-	}
-	if len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "loaded anyway, its queries will fail: bad.yaml:4:") {
-		t.Errorf("warnings = %q, want the query error of bad.yaml", r.Warnings)
-	}
-	if _, err := Load(files, kubemapper.New(), Strict(false, "good.yaml")); err != nil {
-		t.Errorf("reload of good.yaml refused because of bad.yaml: %v", err)
-	}
-	if _, err := Load(files, kubemapper.New(), Strict(false, "bad.yaml")); err == nil || !strings.Contains(err.Error(), "bad.yaml:4:") {
-		t.Errorf("reload of bad.yaml: error %v, want its query error", err)
-	}
-	if _, err := Load(files, kubemapper.New(), Strict(true, "")); err == nil {
-		t.Error("--strict Load accepted a query Prometheus rejects")
-	}
-}
-
-// TestLoadConflictsAcrossFiles: the same metric from two files is served
-// from the later file, and both places are named.
-func TestLoadConflictsAcrossFiles(t *testing.T) {
-	files := []File{
-		{Path: "a.yaml", Data: []byte(ruleFile("q", "sum(<<.Series>>)"))},
-		{Path: "b.yaml", Data: []byte(ruleFile("q", "max(<<.Series>>)"))},
-	}
-	r, err := Load(files, kubemapper.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext := r.Set.ExternalRules()
-	if len(ext) != 2 || ext[0].Path() != "a.yaml:externalRules[0]" || ext[1].Path() != "b.yaml:externalRules[0]" || ext[1].Order() <= ext[0].Order() {
-		t.Fatalf("merged rules: %v", ext)
-	}
-	dup := []File{
-		{Path: "a.yaml", Data: []byte("externalQueries:\n- {name: q, query: 'sum(x)'}\n")},
-		{Path: "b.yaml", Data: []byte("externalQueries:\n- {name: q, query: 'max(x)'}\n")},
-	}
-	if _, err := Load(dup, kubemapper.New(), nil); err == nil || !strings.Contains(err.Error(), "b.yaml:externalQueries[0].name") || !strings.Contains(err.Error(), "a.yaml:externalQueries[0]") {
-		t.Errorf("duplicate external query across files: error %v, want both places", err)
 	}
 }
