@@ -155,17 +155,21 @@ func newClient(t *testing.T, backend string, s *promtest.Server, m *metrics.Metr
 func newBackendsDiscoverer(t *testing.T, strategy discovery.Strategy, m *metrics.Metrics, def, thanos *promtest.Server) *discovery.Discoverer {
 	t.Helper()
 	backends := map[string]discovery.Prometheus{}
+	backends[""] = newClient(t, "default", def, m)
+	backends["default"] = backends[""]
 	if thanos != nil {
 		backends["thanos"] = newClient(t, "thanos", thanos, m)
 	}
 	d, err := discovery.New(discovery.Options{
-		Prometheus: newClient(t, "default", def, m),
-		Backends:   backends,
-		Rules:      ruletest.Compile(t, backendsConfig),
-		Interval:   time.Minute,
-		Strategy:   strategy,
-		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
-		Metrics:    m,
+		Backends: func(name string) (discovery.Prometheus, bool) {
+			p, ok := backends[name]
+			return p, ok
+		},
+		Rules:    ruletest.Compile(t, backendsConfig),
+		Interval: time.Minute,
+		Strategy: strategy,
+		Scoper:   discovery.MapperScoper{Mapper: kubemapper.New()},
+		Metrics:  m,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -131,21 +131,40 @@ func ParseStrategy(name string) (Strategy, error) {
 	return 0, fmt.Errorf("unknown discovery strategy %q (want labels, grouped or series)", name)
 }
 
+// Set parses a strategy's name (ParseStrategy): with String and Type,
+// *Strategy is a command-line flag's value (pflag.Value).
+func (s *Strategy) Set(name string) error {
+	v, err := ParseStrategy(name)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// Type names the flag's value type in --help.
+func (*Strategy) Type() string { return "strategy" }
+
 // DefaultConcurrency is the number of seriesQueries asked in parallel when
 // Options.Concurrency is zero.
 const DefaultConcurrency = 4
 
-// Options configure a Discoverer. Prometheus, Rules and Interval are
+// Backends looks up the client answering discovery requests for the rules
+// of a backend (rules.Rule.Backend; "" and "default" are the default
+// backend); ok is false for a backend it does not know.
+// promclient.LookupAs[discovery.Prometheus] on the adapter's
+// promclient.Backends is one, promclient.Single one of a single Prometheus.
+type Backends = func(name string) (p Prometheus, ok bool)
+
+// Options configure a Discoverer. Backends, Rules and Interval are
 // required.
 type Options struct {
-	// Prometheus answers discovery requests for the rules on the default
-	// backend (rules.Rule.Backend "default"). Give it a per-call timeout
-	// suited to discovery (promclient.Client.WithTimeout).
-	Prometheus Prometheus
-	// Backends answer for the rules naming another backend, by name. A
-	// rule naming a backend that is neither "default" nor here fails its
-	// discovery (the server refuses such rules at load).
-	Backends map[string]Prometheus
+	// Backends answer discovery requests, each for the rules naming it;
+	// give them a per-call timeout suited to discovery
+	// (promclient.Backends.WithTimeout). A rule naming a backend Backends
+	// does not know fails its discovery (the server refuses such rules at
+	// load). The default backend is required.
+	Backends Backends
 	// Rules is the compiled configuration; SetRules swaps it later.
 	Rules *rules.RuleSet
 	// Interval is the relist interval (--metrics-relist-interval).
@@ -181,8 +200,7 @@ type Options struct {
 // Index, Ready and Checker are safe to call from any goroutine and never
 // wait for discovery.
 type Discoverer struct {
-	prom        Prometheus
-	backends    map[string]Prometheus
+	backends    Backends
 	interval    time.Duration
 	maxAge      time.Duration
 	strategy    Strategy
@@ -271,7 +289,7 @@ func New(opts Options) (*Discoverer, error) {
 		bad bool
 		msg string
 	}{
-		{opts.Prometheus == nil, "no Prometheus client"},
+		{opts.Backends == nil, "no Prometheus client"},
 		{opts.Rules == nil, "no rule set"},
 		{opts.Interval <= 0, fmt.Sprintf("relist interval must be positive, got %s", opts.Interval)},
 		{opts.MaxAge < 0, fmt.Sprintf("max age must not be negative, got %s", opts.MaxAge)},
@@ -286,7 +304,6 @@ func New(opts Options) (*Discoverer, error) {
 		return nil, err
 	}
 	d := &Discoverer{
-		prom:        opts.Prometheus,
 		backends:    opts.Backends,
 		interval:    opts.Interval,
 		maxAge:      opts.MaxAge,
@@ -583,10 +600,11 @@ func (d *Discoverer) plans(rs *rules.RuleSet) []*plan {
 
 // promFor returns the client of a backend, nil when it is unknown.
 func (d *Discoverer) promFor(backend string) Prometheus {
-	if backend == "" || backend == promclient.DefaultBackendName {
-		return d.prom
+	p, ok := d.backends(backend)
+	if !ok {
+		return nil
 	}
-	return d.backends[backend]
+	return p
 }
 
 // presenceLabels sorts and dedups labels, without the namespace labels and

@@ -151,7 +151,7 @@ func benchStrategies(b *testing.B, ruleList *rules.RuleSet, series []model.Label
 	}
 	for _, st := range discovery.Strategies {
 		b.Run(fmt.Sprintf("%s/series=%d", st, len(series)), func(b *testing.B) {
-			d, err := discovery.New(discovery.Options{Prometheus: client, Rules: ruleList, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
+			d, err := discovery.New(discovery.Options{Backends: promclient.Single[discovery.Prometheus](client), Rules: ruleList, Interval: time.Minute, Strategy: st, Metrics: metrics.New()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -118,14 +118,14 @@ func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discov
 	}
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	d, err := discovery.New(discovery.Options{
-		Prometheus: client,
-		Rules:      ruletest.Compile(t, yml),
-		Interval:   time.Minute,
-		MaxAge:     5 * time.Minute,
-		Strategy:   strategy,
-		Scoper:     discovery.MapperScoper{Mapper: kubemapper.New()},
-		Clock:      clk,
-		Metrics:    m,
+		Backends: promclient.Single[discovery.Prometheus](client),
+		Rules:    ruletest.Compile(t, yml),
+		Interval: time.Minute,
+		MaxAge:   5 * time.Minute,
+		Strategy: strategy,
+		Scoper:   discovery.MapperScoper{Mapper: kubemapper.New()},
+		Clock:    clk,
+		Metrics:  m,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -52,12 +52,12 @@ rules:
 		panic(err)
 	}
 	d, err := discovery.New(discovery.Options{
-		Prometheus: client.WithTimeout(time.Minute), // discovery reads more than a metric query
-		Rules:      ruleList,
-		Interval:   time.Minute,     // --metrics-relist-interval
-		MaxAge:     2 * time.Minute, // --metrics-max-age
-		Scoper:     discovery.MapperScoper{Mapper: mapper},
-		Metrics:    m,
+		Backends: promclient.Single[discovery.Prometheus](client.WithTimeout(time.Minute)), // discovery reads more than a metric query
+		Rules:    ruleList,
+		Interval: time.Minute,     // --metrics-relist-interval
+		MaxAge:   2 * time.Minute, // --metrics-max-age
+		Scoper:   discovery.MapperScoper{Mapper: mapper},
+		Metrics:  m,
 	})
 	if err != nil {
 		panic(err)

@@ -149,7 +149,7 @@ func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	run := func(st discovery.Strategy) []string {
 		t.Helper()
 		d, err := discovery.New(discovery.Options{
-			Prometheus: client, Rules: rules, Interval: time.Minute, Strategy: st,
+			Backends: promclient.Single[discovery.Prometheus](client), Rules: rules, Interval: time.Minute, Strategy: st,
 			Scoper: discovery.MapperScoper{Mapper: kubemapper.New()}, Metrics: metrics.New(),
 		})
 		if err != nil {

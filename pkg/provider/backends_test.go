@@ -74,15 +74,20 @@ func TestBackendsRoutingAndFailure(t *testing.T) {
 	def := newFakeProm(t, answer("1"))
 	thanos := newFakeProm(t, answer("2"))
 	m := metrics.New()
-	thanosClient := thanos.client(t, 5*time.Second, m)
+	queriers := map[string]promclient.SampleQuerier{
+		"default": def.client(t, 5*time.Second, m),
+		"thanos":  thanos.client(t, 5*time.Second, m),
+	}
 	p, err := provider.New(provider.Config{
-		Index:    provider.IndexSource(func() *discovery.Index { return idx }),
-		Rules:    func() *rules.RuleSet { return rs },
-		Querier:  def.client(t, 5*time.Second, m),
-		Backends: map[string]promclient.SampleQuerier{"thanos": thanosClient},
-		Objects:  testObjects(),
-		Mapper:   mapper,
-		Clock:    clocktesting.NewFakePassiveClock(fixedNow),
+		Index: provider.IndexSource(func() *discovery.Index { return idx }),
+		Rules: func() *rules.RuleSet { return rs },
+		Backends: func(name string) (promclient.SampleQuerier, bool) {
+			q, ok := queriers[defaultName(name)]
+			return q, ok
+		},
+		Objects: testObjects(),
+		Mapper:  mapper,
+		Clock:   clocktesting.NewFakePassiveClock(fixedNow),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -153,11 +158,11 @@ func TestBackendPendingIsUnavailable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := provider.New(provider.Config{
-				Index:   provider.IndexSource(func() *discovery.Index { return discovery.EmptyIndex() }),
-				Querier: newFakeProm(t, always(http.StatusOK, vector())).client(t, time.Second, metrics.New()),
-				Pending: func() []string { return tt.pending },
-				Objects: testObjects(),
-				Mapper:  testMapper(),
+				Index:    provider.IndexSource(func() *discovery.Index { return discovery.EmptyIndex() }),
+				Backends: promclient.Single[promclient.SampleQuerier](newFakeProm(t, always(http.StatusOK, vector())).client(t, time.Second, metrics.New())),
+				Pending:  func() []string { return tt.pending },
+				Objects:  testObjects(),
+				Mapper:   testMapper(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -180,4 +185,12 @@ func outcome(err error) string {
 		return fmt.Sprint(s.Status().Code)
 	}
 	return "error: " + err.Error()
+}
+
+// defaultName is name, or "default" for the default backend's "".
+func defaultName(name string) string {
+	if name == "" {
+		return "default"
+	}
+	return name
 }

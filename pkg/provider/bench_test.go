@@ -145,10 +145,10 @@ func runOverhead(b *testing.B, n int, objs provider.ObjectLister, q promclient.S
 		"__name__": "pm_status", "namespace": "big", "pod_name": "x", "state": "active processes"}})
 	idx := discovery.BuildIndex(series, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
 	p, err := provider.New(provider.Config{
-		Index:   provider.IndexSource(func() *discovery.Index { return idx }),
-		Querier: q,
-		Objects: objs,
-		Mapper:  mapper,
+		Index:    provider.IndexSource(func() *discovery.Index { return idx }),
+		Backends: promclient.Single[promclient.SampleQuerier](q),
+		Objects:  objs,
+		Mapper:   mapper,
 	})
 	if err != nil {
 		b.Fatal(err)

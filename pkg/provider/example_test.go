@@ -47,11 +47,11 @@ func Example() {
 	go objects.Run(ctx)
 
 	p, err := provider.New(provider.Config{
-		Index:   provider.IndexSource(disc.Index),
-		Rules:   disc.Rules,
-		Querier: promClient,
-		Objects: objects,
-		Mapper:  mapper,
+		Index:    provider.IndexSource(disc.Index),
+		Rules:    disc.Rules,
+		Backends: promclient.Single[promclient.SampleQuerier](promClient),
+		Objects:  objects,
+		Mapper:   mapper,
 	})
 	if err != nil {
 		klog.ErrorS(err, "Creating the provider")

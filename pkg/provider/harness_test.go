@@ -300,7 +300,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	p, err := provider.New(provider.Config{
 		Index:           provider.IndexSource(current),
 		Rules:           func() *rules.RuleSet { return rs },
-		Querier:         fp.client(t, o.timeout, e.metrics),
+		Backends:        promclient.Single[promclient.SampleQuerier](fp.client(t, o.timeout, e.metrics)),
 		Objects:         o.objects,
 		Mapper:          mapper,
 		Clock:           clocktesting.NewFakePassiveClock(fixedNow),

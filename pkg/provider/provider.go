@@ -81,7 +81,7 @@ func IndexSource(current func() *discovery.Index) func() MetricIndex {
 	}
 }
 
-// Config is what New needs. Index, Querier, Objects and Mapper are required.
+// Config is what New needs. Index, Backends, Objects and Mapper are required.
 type Config struct {
 	// Index returns the current discovery index, or nil before the first
 	// discovery completed (requests then get a 503).
@@ -89,14 +89,13 @@ type Config struct {
 	// Rules returns the current compiled configuration; it serves the
 	// externalQueries section. Nil serves no externalQueries.
 	Rules func() *rules.RuleSet
-	// Querier runs instant queries; pass the *promclient.Client, which coalesces
-	// concurrent identical queries and enforces the per-query timeout.
-	// Custom and external metrics are both read with QuerySamples.
-	Querier promclient.SampleQuerier
-	// Backends are the queriers of the named backends (--backends-config)
-	// by name, for the rules and externalQueries naming one; Querier is
-	// the default backend's.
-	Backends map[string]promclient.SampleQuerier
+	// Backends look up the querier of the backend a rule or an
+	// externalQueries entry names ("" and "default": the default
+	// backend): promclient.LookupAs on the adapter's promclient.Backends
+	// (its clients coalesce identical queries and enforce the per-query
+	// timeout), promclient.Single for one Prometheus. Custom and external
+	// metrics are both read with QuerySamples.
+	Backends func(name string) (promclient.SampleQuerier, bool)
 	// Pending, when set, returns the backends whose discovery has not
 	// completed yet (discovery.Discoverer.Pending): a metric the index
 	// lacks is then answered 503 (it may be one of theirs), not 404.
@@ -153,7 +152,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Index == nil {
 		errs = append(errs, errors.New("provider: no index source given"))
 	}
-	if cfg.Querier == nil {
+	if cfg.Backends == nil {
 		errs = append(errs, errors.New("provider: no Prometheus querier given"))
 	}
 	if cfg.Objects == nil {
@@ -218,10 +217,7 @@ func (p *Provider) now() time.Time { return p.cfg.Clock.Now() }
 // names), or a 500 for a backend the adapter does not have (the server
 // refuses such rules at load).
 func (p *Provider) querierFor(backend, what string) (promclient.SampleQuerier, error) {
-	if backend == "" || backend == promclient.DefaultBackendName {
-		return p.cfg.Querier, nil
-	}
-	if q, ok := p.cfg.Backends[backend]; ok {
+	if q, ok := p.cfg.Backends(backend); ok {
 		return q, nil
 	}
 	return nil, internal("%s: the rule names backend %q, which is not defined", what, backend)

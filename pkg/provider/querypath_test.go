@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 )
 
@@ -108,7 +109,7 @@ func cachedProvider(t *testing.T, e *env, c provider.ObjectLister, maxNames int)
 	t.Helper()
 	p, err := provider.New(provider.Config{
 		Index:           provider.IndexSource(func() *discovery.Index { return e.index }),
-		Querier:         e.prom.client(t, 5*time.Second, e.metrics),
+		Backends:        promclient.Single[promclient.SampleQuerier](e.prom.client(t, 5*time.Second, e.metrics)),
 		Objects:         c,
 		Mapper:          testMapper(),
 		MaxNamesInQuery: maxNames,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/rules"
 )
@@ -52,11 +53,11 @@ func TestRefreshOnMiss(t *testing.T) {
 			var keys []string
 			fp := newFakeProm(t, always(http.StatusOK, vector(sample{map[string]string{"pod_name": "web-1"}, "1", 1764493200})))
 			p, err := provider.New(provider.Config{
-				Index:   provider.IndexSource(current.Load),
-				Rules:   func() *rules.RuleSet { return rs },
-				Querier: fp.client(t, 5*time.Second, metrics.New()),
-				Objects: testObjects(),
-				Mapper:  mapper,
+				Index:    provider.IndexSource(current.Load),
+				Rules:    func() *rules.RuleSet { return rs },
+				Backends: promclient.Single[promclient.SampleQuerier](fp.client(t, 5*time.Second, metrics.New())),
+				Objects:  testObjects(),
+				Mapper:   mapper,
 				Refresh: func(_ context.Context, key string) bool {
 					keys = append(keys, key)
 					if tc.discover {
@@ -90,11 +91,11 @@ func TestRefreshList(t *testing.T) {
 	var calls atomic.Int32
 	index := func() *discovery.Index { return current.Load() }
 	p, err := provider.New(provider.Config{
-		Index:   provider.IndexSource(index),
-		Rules:   func() *rules.RuleSet { return rs },
-		Querier: newFakeProm(t, always(http.StatusOK, vector())).client(t, 5*time.Second, metrics.New()),
-		Objects: testObjects(),
-		Mapper:  mapper,
+		Index:    provider.IndexSource(index),
+		Rules:    func() *rules.RuleSet { return rs },
+		Backends: promclient.Single[promclient.SampleQuerier](newFakeProm(t, always(http.StatusOK, vector())).client(t, 5*time.Second, metrics.New())),
+		Objects:  testObjects(),
+		Mapper:   mapper,
 		RefreshList: func(ctx context.Context) bool {
 			calls.Add(1)
 			if d, ok := ctx.Deadline(); !ok || time.Until(d) > provider.ListRefreshWait {

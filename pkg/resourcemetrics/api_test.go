@@ -118,7 +118,7 @@ func newPromClient(t testing.TB, answer func(query string) (int, string)) *promc
 func newServer(t testing.TB, objs *fakeObjects, q promclient.SampleQuerier) http.Handler {
 	t.Helper()
 	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: q})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](q)})
 	if err != nil {
 		t.Fatalf("NewSource: %v", err)
 	}
@@ -451,7 +451,7 @@ func TestAPIDiscovery(t *testing.T) {
 func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	objs, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: fp})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 
 func TestNewAdapterRequiresObjects(t *testing.T) {
 	rs := compileRules(t, testConfig)
-	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Rules: func() *rules.RuleSet { return rs }, Querier: &fakeProm{}}); err == nil || !strings.Contains(err.Error(), "Objects") {
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](&fakeProm{})}}); err == nil || !strings.Contains(err.Error(), "Objects") {
 		t.Errorf("NewAdapter without the object cache = %v, want an error naming Objects", err)
 	}
 }
@@ -525,7 +525,7 @@ func TestAPIFollowsReload(t *testing.T) {
 	objs, fp := testCluster()
 	var current atomic.Pointer[rules.RuleSet]
 	current.Store(compileRules(t, testConfig))
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Querier: fp})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Backends: promclient.Single[promclient.SampleQuerier](fp)})
 	if err != nil {
 		t.Fatal(err)
 	}

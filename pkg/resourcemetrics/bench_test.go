@@ -93,7 +93,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := &fakeProm{ts: fp.ts, series: fp.series}
-	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: rec})
+	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](rec)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 		vec, _ := fp.eval(q)
 		static[q] = toSamples(vec)
 	}
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: static})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](static)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: benchClient(b, fp)})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](benchClient(b, fp))})
 	if err != nil {
 		b.Fatal(err)
 	}

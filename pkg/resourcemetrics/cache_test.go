@@ -20,6 +20,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/rules"
@@ -69,7 +70,7 @@ func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool,
 	}
 	_, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, Rules: func() *rules.RuleSet { return rs }, Querier: fp})
+	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp)}})
 	if err != nil {
 		t.Fatalf("NewAdapter: %v", err)
 	}

@@ -42,14 +42,17 @@ const (
 	resourceMemory = "memory"
 )
 
-// SourceConfig is what NewSource needs. Rules and Querier are required.
+// SourceConfig is what NewSource needs. Rules and Backends are required.
 type SourceConfig struct {
 	// Rules returns the compiled configuration in service (it changes on hot
 	// reload); its ResourceRules are used.
 	Rules func() *rules.RuleSet
-	// Querier runs instant queries; pass the *promclient.Client, which coalesces
-	// identical concurrent queries and enforces the per-query timeout.
-	Querier promclient.SampleQuerier
+	// Backends look up the querier of the backend the resourceRules name
+	// ("" and "default": the default backend): promclient.LookupAs on the
+	// adapter's promclient.Backends (its clients coalesce identical
+	// queries and enforce the per-query timeout), promclient.Single for
+	// one Prometheus.
+	Backends func(name string) (promclient.SampleQuerier, bool)
 	// Clock stamps the objects' creationTimestamp, as metrics-server does.
 	// Nil means the real clock.
 	Clock clock.PassiveClock
@@ -63,7 +66,7 @@ type SourceConfig struct {
 // concurrent use.
 type Source struct {
 	rules       func() *rules.RuleSet
-	querier     promclient.SampleQuerier
+	backends    func(name string) (promclient.SampleQuerier, bool)
 	clock       clock.PassiveClock
 	maxNames    int
 	parallelism int
@@ -80,8 +83,8 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if cfg.Rules == nil {
 		errs = append(errs, errors.New("resource metrics source: Rules is required"))
 	}
-	if cfg.Querier == nil {
-		errs = append(errs, errors.New("resource metrics source: Querier is required"))
+	if cfg.Backends == nil {
+		errs = append(errs, errors.New("resource metrics source: Backends is required"))
 	}
 	if cfg.MaxNamesInQuery < 0 {
 		errs = append(errs, fmt.Errorf("resource metrics source: MaxNamesInQuery must not be negative, got %d", cfg.MaxNamesInQuery))
@@ -92,7 +95,7 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s := &Source{rules: cfg.Rules, querier: cfg.Querier, clock: cfg.Clock, maxNames: cfg.MaxNamesInQuery, parallelism: cfg.Parallelism}
+	s := &Source{rules: cfg.Rules, backends: cfg.Backends, clock: cfg.Clock, maxNames: cfg.MaxNamesInQuery, parallelism: cfg.Parallelism}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
@@ -160,7 +163,7 @@ func find(cs []containerPoint, c string) (point, bool) {
 // samples, sorted by namespace then name. See docs/resource-metrics.md for
 // which pods and containers are left out.
 func (s *Source) GetPodMetrics(ctx context.Context, pods []*metav1.PartialObjectMetadata) ([]metrics.PodMetrics, error) {
-	rr, window, err := s.resourceRules()
+	rr, window, querier, err := s.resourceRules()
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +185,11 @@ func (s *Source) GetPodMetrics(ctx context.Context, pods []*metav1.PartialObject
 		var cpu, mem containerPoints
 		err := both(ctx,
 			func(ctx context.Context) (err error) {
-				cpu, err = s.queryContainers(ctx, rr.CPU, req)
+				cpu, err = s.queryContainers(ctx, querier, rr.CPU, req)
 				return err
 			},
 			func(ctx context.Context) (err error) {
-				mem, err = s.queryContainers(ctx, rr.Memory, req)
+				mem, err = s.queryContainers(ctx, querier, rr.Memory, req)
 				return err
 			})
 		results[i] = nsResult{cpu: cpu, mem: mem}
@@ -222,7 +225,7 @@ func (s *Source) GetPodMetrics(ctx context.Context, pods []*metav1.PartialObject
 // GetNodeMetrics returns the metrics of the given nodes that have both a
 // CPU and a memory sample, sorted by name.
 func (s *Source) GetNodeMetrics(ctx context.Context, nodes []*metav1.PartialObjectMetadata) ([]metrics.NodeMetrics, error) {
-	rr, window, err := s.resourceRules()
+	rr, window, querier, err := s.resourceRules()
 	if err != nil {
 		return nil, err
 	}
@@ -237,11 +240,11 @@ func (s *Source) GetNodeMetrics(ctx context.Context, nodes []*metav1.PartialObje
 	var cpu, mem map[string]point
 	err = both(ctx,
 		func(ctx context.Context) (err error) {
-			cpu, err = s.queryNodes(ctx, rr.CPU, req)
+			cpu, err = s.queryNodes(ctx, querier, rr.CPU, req)
 			return err
 		},
 		func(ctx context.Context) (err error) {
-			mem, err = s.queryNodes(ctx, rr.Memory, req)
+			mem, err = s.queryNodes(ctx, querier, rr.Memory, req)
 			return err
 		})
 	if err != nil {
@@ -261,25 +264,30 @@ func (s *Source) GetNodeMetrics(ctx context.Context, nodes []*metav1.PartialObje
 	return out, nil
 }
 
-// resourceRules returns the rules in service and their window.
-func (s *Source) resourceRules() (*rules.ResourceRules, time.Duration, error) {
+// resourceRules returns the rules in service, their window and the
+// querier of the backend they name.
+func (s *Source) resourceRules() (*rules.ResourceRules, time.Duration, promclient.SampleQuerier, error) {
 	rs := s.rules()
 	if rs == nil || rs.ResourceRules() == nil {
-		return nil, 0, ErrNotConfigured
+		return nil, 0, nil, ErrNotConfigured
 	}
 	rr := rs.ResourceRules()
 	if rr.CPU == nil || rr.Memory == nil {
-		return nil, 0, ErrNotConfigured
+		return nil, 0, nil, ErrNotConfigured
 	}
 	var window time.Duration
 	if w := rr.Window(); w != "" {
 		d, err := model.ParseDuration(w)
 		if err != nil {
-			return nil, 0, fmt.Errorf("resourceRules.window %q: %w", w, err)
+			return nil, 0, nil, fmt.Errorf("resourceRules.window %q: %w", w, err)
 		}
 		window = time.Duration(d)
 	}
-	return rr, window, nil
+	querier, ok := s.backends(rr.Backend())
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("resourceRules name backend %q, which is not defined", rr.Backend())
+	}
+	return rr, window, querier, nil
 }
 
 // request names the objects when there are few, else asks for all of them.
@@ -299,8 +307,8 @@ func (s *Source) request(namespace string, names []string) rules.ResourceRequest
 type answer promclient.Samples
 
 // query runs the instant query expr at "now".
-func (s *Source) query(ctx context.Context, expr string) (answer, error) {
-	smps, err := s.querier.QuerySamples(ctx, expr, time.Time{})
+func query(ctx context.Context, querier promclient.SampleQuerier, expr string) (answer, error) {
+	smps, err := querier.QuerySamples(ctx, expr, time.Time{})
 	return answer(smps), err
 }
 
@@ -321,13 +329,13 @@ func (a answer) point(i int) point {
 // queryContainers runs a rule's containerQuery and groups the samples by pod
 // and container. Samples without a pod label are ignored; a second sample
 // for the same container is ignored (and logged).
-func (s *Source) queryContainers(ctx context.Context, r *rules.ResourceRule, req rules.ResourceRequest) (containerPoints, error) {
+func (s *Source) queryContainers(ctx context.Context, querier promclient.SampleQuerier, r *rules.ResourceRule, req rules.ResourceRequest) (containerPoints, error) {
 	path := r.Path() + ".containerQuery"
 	q, err := r.ContainerQuery(req)
 	if err != nil {
 		return nil, &QueryError{Path: path, Namespace: req.Namespace, Err: err}
 	}
-	ans, err := s.query(ctx, q.Expr)
+	ans, err := query(ctx, querier, q.Expr)
 	if err != nil {
 		return nil, &QueryError{Path: path, Namespace: req.Namespace, Err: err}
 	}
@@ -358,13 +366,13 @@ func (s *Source) queryContainers(ctx context.Context, r *rules.ResourceRule, req
 }
 
 // queryNodes runs a rule's nodeQuery and maps each node to its sample.
-func (s *Source) queryNodes(ctx context.Context, r *rules.ResourceRule, req rules.ResourceRequest) (map[string]point, error) {
+func (s *Source) queryNodes(ctx context.Context, querier promclient.SampleQuerier, r *rules.ResourceRule, req rules.ResourceRequest) (map[string]point, error) {
 	path := r.Path() + ".nodeQuery"
 	q, err := r.NodeQuery(req)
 	if err != nil {
 		return nil, &QueryError{Path: path, Err: err}
 	}
-	ans, err := s.query(ctx, q.Expr)
+	ans, err := query(ctx, querier, q.Expr)
 	if err != nil {
 		return nil, &QueryError{Path: path, Err: err}
 	}

@@ -61,7 +61,7 @@ func newSource(t *testing.T, q promclient.SampleQuerier, maxNames int) *resource
 	rs := compileRules(t, testConfig)
 	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
 		Rules:           func() *rules.RuleSet { return rs },
-		Querier:         q,
+		Backends:        promclient.Single[promclient.SampleQuerier](q),
 		Clock:           clocktesting.NewFakePassiveClock(createTime),
 		MaxNamesInQuery: maxNames,
 	})
@@ -477,7 +477,7 @@ func TestSourceErrors(t *testing.T) {
 	})
 	t.Run("no resourceRules", func(t *testing.T) {
 		rs := compileRules(t, "rules: []\n")
-		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: &fakeProm{}})
+		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](&fakeProm{})})
 		if err != nil {
 			t.Fatalf("NewSource: %v", err)
 		}
@@ -503,7 +503,7 @@ func TestSourceErrors(t *testing.T) {
 	})
 	t.Run("bad config", func(t *testing.T) {
 		_, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{MaxNamesInQuery: -1})
-		for _, want := range []string{"Rules is required", "Querier is required", "MaxNamesInQuery"} {
+		for _, want := range []string{"Rules is required", "Backends is required", "MaxNamesInQuery"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("NewSource error = %v, want it to mention %q", err, want)
 			}
@@ -544,7 +544,7 @@ func TestParallelismBound(t *testing.T) {
 		t.Run(fmt.Sprint(parallelism), func(t *testing.T) {
 			cq := &countingQuerier{inner: fp}
 			rs := compileRules(t, testConfig)
-			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Querier: cq, Parallelism: parallelism})
+			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](cq), Parallelism: parallelism})
 			if err != nil {
 				t.Fatal(err)
 			}

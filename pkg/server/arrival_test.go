@@ -67,10 +67,10 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 	defer promSrv.Close()
 	p := &arrivalProvider{}
 	factory := func(deps ProviderDeps) (*Providers, error) {
-		if deps.Prometheus == nil {
+		if deps.Backends == nil {
 			return nil, fmt.Errorf("no Prometheus client")
 		}
-		p.prom = deps.Prometheus
+		p.prom = deps.Backends.Default()
 		return &Providers{Custom: p, External: p}, nil
 	}
 	ts := startTestServer(t, testRules, factory, promSrv.URL, nil)

@@ -40,7 +40,7 @@ func TestHealthNotBehindStalledMetricRequests(t *testing.T) {
 	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) {
 		c.APIServer.GenericConfig.MaxRequestsInFlight = inFlight
 		// Longer than the test: the requests stay stalled until released.
-		c.Prometheus.Timeout = time.Minute
+		c.Backends[0].Timeout = time.Minute
 	})
 	ts.waitReady()
 

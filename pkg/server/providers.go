@@ -3,9 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -43,22 +41,14 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
 	ruleList := deps.Rules
-	discBackends := make(map[string]discovery.Prometheus, len(deps.Backends))
-	queriers := make(map[string]promclient.SampleQuerier, len(deps.Backends))
-	for name, c := range deps.Backends {
-		discBackends[name] = c.WithTimeout(discoveryTimeout(c.Timeout(), deps.RelistInterval))
-		queriers[name] = c
-	}
-	disc, err := discovery.New(discovery.Options{
-		Backends:   discBackends,
-		Prometheus: deps.Prometheus.WithTimeout(discoveryTimeout(deps.Prometheus.Timeout(), deps.RelistInterval)),
-		Rules:      ruleList,
-		Interval:   deps.RelistInterval,
-		MaxAge:     deps.MaxAge,
-		Strategy:   deps.DiscoveryStrategy,
-		Scoper:     discovery.MapperScoper{Mapper: mapper},
-		Metrics:    deps.Metrics,
-	})
+	opts := deps.Discovery
+	opts.Backends = promclient.LookupAs[discovery.Prometheus](deps.Backends.WithTimeout(func(own time.Duration) time.Duration {
+		return discoveryTimeout(own, opts.Interval)
+	}))
+	opts.Rules = ruleList
+	opts.Scoper = discovery.MapperScoper{Mapper: mapper}
+	opts.Metrics = deps.Metrics
+	disc, err := discovery.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +82,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 			return disc.Index()
 		}),
 		Rules:       disc.Rules,
-		Querier:     deps.Prometheus,
-		Backends:    queriers,
+		Backends:    promclient.LookupAs[promclient.SampleQuerier](deps.Backends),
 		Pending:     disc.Pending,
 		Objects:     objects,
 		Mapper:      mapper,
@@ -116,8 +105,10 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		objects.Warm(corev1.SchemeGroupVersion.WithResource("nodes"))
 		resources, err = resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{
 			Objects: objects,
-			Rules:   disc.Rules,
-			Querier: resourceQuerier{rules: disc.Rules, def: deps.Prometheus, backends: deps.Backends},
+			SourceConfig: resourcemetrics.SourceConfig{
+				Rules:    disc.Rules,
+				Backends: promclient.LookupAs[promclient.SampleQuerier](deps.Backends),
+			},
 		})
 		if err != nil {
 			return nil, err
@@ -169,7 +160,7 @@ func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMappe
 		return nil, fmt.Errorf("building the Kubernetes client for team rules: %w", err)
 	}
 	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper,
-		Backends: slices.Sorted(maps.Keys(deps.Backends)), Sink: sink, Metrics: deps.Metrics})
+		Backends: deps.Backends.Names(), Sink: sink, Metrics: deps.Metrics})
 }
 
 // discoveryTimeout is the per-call timeout of discovery requests, which
@@ -279,36 +270,3 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap implements responsewriter.UserProvidedDecorator.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// resourceQuerier sends metrics.k8s.io's queries to the backend the
-// current resourceRules name.
-type resourceQuerier struct {
-	rules    func() *rules.RuleSet
-	def      *promclient.Client
-	backends map[string]*promclient.Client
-}
-
-var _ promclient.SampleQuerier = resourceQuerier{}
-
-func (q resourceQuerier) client() (*promclient.Client, error) {
-	name := promclient.DefaultBackendName
-	if rs := q.rules(); rs != nil && rs.ResourceRules() != nil {
-		name = rs.ResourceRules().Backend()
-	}
-	if name == promclient.DefaultBackendName {
-		return q.def, nil
-	}
-	if c, ok := q.backends[name]; ok {
-		return c, nil
-	}
-	return nil, fmt.Errorf("resourceRules name backend %q, which is not defined", name)
-}
-
-// QuerySamples implements promclient.SampleQuerier.
-func (q resourceQuerier) QuerySamples(ctx context.Context, query string, ts time.Time) (promclient.Samples, error) {
-	c, err := q.client()
-	if err != nil {
-		return nil, err
-	}
-	return c.QuerySamples(ctx, query, ts)
-}

@@ -5,7 +5,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,21 +72,16 @@ type Providers struct {
 type ProviderDeps struct {
 	// Kube gives the Kubernetes clients.
 	Kube KubeClients
-	// Prometheus is the shared, coalescing Prometheus client of the
-	// default backend.
-	Prometheus *promclient.Client
-	// Backends are the clients of the other backends, by name.
-	Backends map[string]*promclient.Client
+	// Backends are the shared, coalescing clients of the default backend
+	// and the named ones, built once by the server.
+	Backends *promclient.Backends
 	// Metrics is the adapter's registry of metrics.
 	Metrics *metrics.Metrics
 	// Rules are the rules files loaded at startup (rules.Load).
 	Rules *rules.RuleSet
-	// RelistInterval is how often discovery runs; MaxAge how far back it
-	// looks (never less than RelistInterval).
-	RelistInterval time.Duration
-	MaxAge         time.Duration
-	// DiscoveryStrategy is how discovery asks Prometheus.
-	DiscoveryStrategy discovery.Strategy
+	// Discovery is Config.Discovery: how often discovery runs, how far back
+	// it looks and how it asks Prometheus.
+	Discovery discovery.Options
 	// TeamRules, when set, serves the team rules ConfigMaps (teamrules).
 	TeamRules *teamrules.Options
 }
@@ -127,17 +121,13 @@ type Config struct {
 	// Strict refuses to start on a query Prometheus would reject (loaded
 	// with an error logged otherwise, as prometheus-adapter does).
 	Strict bool
-	// Prometheus is the default backend: the one rules without a backend
-	// key read from.
-	Prometheus promclient.Backend
-	// Backends are the other backends (--backends-config), which rules
-	// name with their backend key.
+	// Backends are the default backend (the --prometheus-* flags, the one
+	// rules without a backend key read from) then the named ones
+	// (--backends-config), which rules name with their backend key.
 	Backends []promclient.Backend
-	// RelistInterval is how often discovery runs; MaxAge how far back it
-	// looks (0: RelistInterval); DiscoveryStrategy how it asks Prometheus.
-	RelistInterval    time.Duration
-	MaxAge            time.Duration
-	DiscoveryStrategy discovery.Strategy
+	// Discovery's Interval, MaxAge and Strategy configure discovery; the
+	// providers fill in its backends, rules and the rest.
+	Discovery discovery.Options
 	// Pod is the adapter's own Pod (POD_NAMESPACE and POD_NAME from the
 	// downward API); when set, a configuration file rejected on reload is
 	// also an Event on it. Empty: logged and counted only.
@@ -174,8 +164,8 @@ type Config struct {
 // (rules.Strict); in the others it loads with a warning, as
 // prometheus-adapter loads it.
 func (c *Config) loadRules(files []rules.File, mapper meta.RESTMapper, strict func(string) bool) (*rules.RuleSet, error) {
-	names := make([]string, 0, len(c.Backends))
-	for _, b := range c.Backends {
+	var names []string
+	for _, b := range c.Backends[min(1, len(c.Backends)):] {
 		names = append(names, b.Name)
 	}
 	loaded, err := rules.Load(files, rules.Options{Mapper: mapper, Strict: strict, Backends: names})
@@ -193,8 +183,7 @@ func (c *Config) loadRules(files []rules.File, mapper meta.RESTMapper, strict fu
 type Server struct {
 	name      string
 	api       *cmapiserver.CustomMetricsAdapterServer
-	prom      *promclient.Client
-	backends  map[string]*promclient.Client
+	backends  *promclient.Backends
 	providers *Providers
 	watcher   *reload.Watcher
 	apiServer *apiServerReachability
@@ -253,28 +242,17 @@ func (c *Config) Complete() (*Server, error) {
 	// query's shared answer must not be older than (arrival.go; the A/B
 	// that keeps it is in docs/performance.md).
 	arrival := stampArrivals(gc)
-	promClient, err := promclient.NewForBackend(c.Prometheus, m, arrival)
+	backends, err := promclient.NewBackends(c.Backends, m, arrival)
 	if err != nil {
-		return nil, fmt.Errorf("building the Prometheus client: %w", err)
-	}
-	backends := make(map[string]*promclient.Client, len(c.Backends))
-	for _, b := range c.Backends {
-		bc, err := promclient.NewForBackend(b, m, arrival)
-		if err != nil {
-			return nil, fmt.Errorf("building the client of backend %s: %w", b.Name, err)
-		}
-		backends[b.Name] = bc
+		return nil, fmt.Errorf("building the Prometheus clients: %w", err)
 	}
 	providers, err := newProviders(ProviderDeps{
-		Kube:              c.Kube,
-		Prometheus:        promClient,
-		Backends:          backends,
-		Metrics:           m,
-		Rules:             ruleSet,
-		RelistInterval:    c.RelistInterval,
-		MaxAge:            cmp.Or(c.MaxAge, c.RelistInterval),
-		DiscoveryStrategy: c.DiscoveryStrategy,
-		TeamRules:         c.TeamRules,
+		Kube:      c.Kube,
+		Backends:  backends,
+		Metrics:   m,
+		Rules:     ruleSet,
+		Discovery: c.Discovery,
+		TeamRules: c.TeamRules,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)
@@ -341,7 +319,7 @@ func (c *Config) Complete() (*Server, error) {
 		}
 	}
 
-	s := &Server{name: c.Name, api: apiServer, prom: promClient, backends: backends, providers: providers, apiServer: reach}
+	s := &Server{name: c.Name, api: apiServer, backends: backends, providers: providers, apiServer: reach}
 	var report func(string, error)
 	if c.Pod.Name != "" && c.Pod.Namespace != "" {
 		kube, err := kubernetes.NewForConfig(kubeConfig)
@@ -377,7 +355,7 @@ func (c *Config) Complete() (*Server, error) {
 		s.watcher.Prime(files)
 		rejected = s.watcher.Rejected
 	}
-	details = readinessDetails([]*promclient.Guard{promClient.Guard()}, rejected)
+	details = readinessDetails(backends.Guards(), rejected)
 	return s, nil
 }
 
@@ -403,10 +381,7 @@ func (s *Server) Run(ctx context.Context) error {
 	err := s.api.GenericAPIServer.PrepareRun().RunWithContext(ctx)
 	cancel()
 	wg.Wait()
-	s.prom.CloseIdleConnections()
-	for _, b := range s.backends {
-		b.CloseIdleConnections()
-	}
+	s.backends.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("running the API server: %w", err)
 	}

@@ -133,11 +133,11 @@ type fakeProviders struct {
 }
 
 func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
-	if deps.Prometheus == nil || deps.Metrics == nil || deps.Rules == nil || deps.Kube == nil {
+	if deps.Backends == nil || deps.Metrics == nil || deps.Rules == nil || deps.Kube == nil {
 		return nil, fmt.Errorf("incomplete deps: %+v", deps)
 	}
-	if deps.MaxAge != deps.RelistInterval {
-		return nil, fmt.Errorf("max age %v, want the relist interval %v by default", deps.MaxAge, deps.RelistInterval)
+	if deps.Discovery.Interval <= 0 {
+		return nil, fmt.Errorf("relist interval %v, want the configured one", deps.Discovery.Interval)
 	}
 	p := placeholderProvider{}
 	return &Providers{
@@ -226,9 +226,8 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 		Informers:          inf,
 		Kube:               base,
 		RulesFiles:         []string{rulesFile},
-		Prometheus:         promclient.Backend{URL: promURL},
-		RelistInterval:     time.Minute,
-		DiscoveryStrategy:  discovery.StrategyLabels,
+		Backends:           []promclient.Backend{{URL: promURL}},
+		Discovery:          discovery.Options{Interval: time.Minute},
 		ClientCertCacheTTL: certauth.DefaultTTL,
 	}
 	if tweak != nil {
@@ -634,7 +633,7 @@ func TestServerPrometheusFaults(t *testing.T) {
 	}))
 	defer front.Close()
 
-	ts := startTestServer(t, testRules, DefaultProviders, front.URL, func(c *Config) { c.Prometheus.Timeout = 300 * time.Millisecond })
+	ts := startTestServer(t, testRules, DefaultProviders, front.URL, func(c *Config) { c.Backends[0].Timeout = 300 * time.Millisecond })
 	ts.waitUntil("/readyz to report discovery failing", func() bool {
 		code, body := ts.get("/readyz?verbose")
 		return code == http.StatusInternalServerError && strings.Contains(body, "[-]discovery failed") ||

@@ -80,7 +80,7 @@ func TestResourceSourcePrometheus(t *testing.T) {
 	must(err)
 	client, err := promclient.New(promclient.Config{Address: promSrv.URL, HTTPClient: &http.Client{}, Timeout: 10 * time.Second})
 	must(err)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return ruleList }, Querier: client})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return ruleList }, Backends: promclient.Single[promclient.SampleQuerier](client)})
 	must(err)
 
 	got, err := src.GetPodMetrics(ctx, pods)

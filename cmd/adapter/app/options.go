@@ -48,13 +48,10 @@ type ServerOptions struct {
 	// would reject (loaded with an error logged otherwise, as
 	// prometheus-adapter does).
 	Strict bool
-	// RelistInterval is how often discovery runs.
-	RelistInterval time.Duration
-	// MaxAge is how far back discovery looks; zero means RelistInterval.
-	MaxAge time.Duration
-	// DiscoveryStrategy is how discovery asks Prometheus: "labels" (the
-	// default), "grouped" or "series" (see discovery.Strategy).
-	DiscoveryStrategy string
+	// Discovery's Interval (--metrics-relist-interval), MaxAge
+	// (--metrics-max-age) and Strategy (--discovery-strategy) are set by
+	// the flags; the server fills in the rest.
+	Discovery discovery.Options
 	// ConfigReloadInterval is how often the rules file is checked for
 	// changes; zero disables hot reload.
 	ConfigReloadInterval time.Duration
@@ -90,8 +87,7 @@ func NewServerOptions() *ServerOptions {
 	return &ServerOptions{
 		Base:                 base,
 		Prometheus:           promclient.NewOptions(),
-		RelistInterval:       time.Minute,
-		DiscoveryStrategy:    discovery.StrategyLabels.String(),
+		Discovery:            discovery.Options{Interval: time.Minute, Strategy: discovery.StrategyLabels},
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
 
@@ -113,11 +109,11 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 			"May be given several times; rules of a later file come after those of an earlier one (the last rule producing a metric serves it). Each file reloads on its own.")
 	fs.BoolVar(&o.Strict, "strict", o.Strict,
 		"Refuse to start when a rules file has a query Prometheus would reject; without it such a file loads with an error logged, as prometheus-adapter loads it. A reload never swaps such a file in.")
-	fs.DurationVar(&o.RelistInterval, "metrics-relist-interval", o.RelistInterval,
+	fs.DurationVar(&o.Discovery.Interval, "metrics-relist-interval", o.Discovery.Interval,
 		"Interval at which to re-discover the available metrics from Prometheus.")
-	fs.DurationVar(&o.MaxAge, "metrics-max-age", o.MaxAge,
+	fs.DurationVar(&o.Discovery.MaxAge, "metrics-max-age", o.Discovery.MaxAge,
 		"How far back discovery looks for series; 0 means the relist interval. Must not be less than the relist interval.")
-	fs.StringVar(&o.DiscoveryStrategy, "discovery-strategy", o.DiscoveryStrategy,
+	fs.Var(&o.Discovery.Strategy, "discovery-strategy",
 		"How discovery asks Prometheus: labels (index-only label endpoints with match[], cheapest; block-granular over --metrics-max-age like series), "+
 			"grouped (one last_over_time query per seriesQuery, sample-precise but Prometheus reads every series' samples) or series (/api/v1/series, as prometheus-adapter).")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
@@ -167,16 +163,14 @@ func (o *ServerOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("--config: %w", err))
 		}
 	}
-	if o.RelistInterval <= 0 {
-		errs = append(errs, fmt.Errorf("--metrics-relist-interval %v: must be positive", o.RelistInterval))
+	d := o.Discovery
+	if d.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-relist-interval %v: must be positive", d.Interval))
 	}
-	if o.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be negative", o.MaxAge))
-	} else if o.MaxAge != 0 && o.RelistInterval > 0 && o.MaxAge < o.RelistInterval {
-		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be less than --metrics-relist-interval %v", o.MaxAge, o.RelistInterval))
-	}
-	if _, err := discovery.ParseStrategy(o.DiscoveryStrategy); err != nil {
-		errs = append(errs, fmt.Errorf("--discovery-strategy: %w", err))
+	if d.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be negative", d.MaxAge))
+	} else if d.MaxAge != 0 && d.Interval > 0 && d.MaxAge < d.Interval {
+		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be less than --metrics-relist-interval %v", d.MaxAge, d.Interval))
 	}
 	if o.ConfigReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("--config-reload-interval %v: must not be negative (0 disables reloading)", o.ConfigReloadInterval))
@@ -217,10 +211,6 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	strategy, err := discovery.ParseStrategy(o.DiscoveryStrategy)
-	if err != nil {
-		return nil, fmt.Errorf("--discovery-strategy: %w", err)
-	}
 	return &server.Config{
 		Name:                 base.Name,
 		APIServer:            apiConfig,
@@ -229,11 +219,8 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		RulesFiles:           o.ConfigFiles,
 		Strict:               o.Strict,
 		ConfigReloadInterval: o.ConfigReloadInterval,
-		Prometheus:           backends[0],
-		Backends:             backends[1:],
-		RelistInterval:       o.RelistInterval,
-		MaxAge:               o.MaxAge,
-		DiscoveryStrategy:    strategy,
+		Backends:             backends,
+		Discovery:            o.Discovery,
 		ClientCertCacheTTL:   o.ClientCertCacheTTL,
 		TeamRules:            o.teamRules(),
 		// The downward API's (deploy/base, the chart): Events go to the

@@ -27,6 +27,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		name string
 		args []string
 		want []string // substrings, one per expected error, in order
+		// parseErr: the flag's value is refused when parsed (a substring).
+		parseErr string
 	}{
 		{name: "valid", args: []string{"--config=" + rulesFile}},
 		{
@@ -59,9 +61,9 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{"--metrics-max-age 1m0s: must not be less than --metrics-relist-interval 5m0s"},
 		},
 		{
-			name: "unknown discovery strategy",
-			args: []string{"--config=" + rulesFile, "--discovery-strategy=fast"},
-			want: []string{`--discovery-strategy: unknown discovery strategy "fast" (want labels, grouped or series)`},
+			name:     "unknown discovery strategy",
+			args:     []string{"--config=" + rulesFile, "--discovery-strategy=fast"},
+			parseErr: `invalid argument "fast" for "--discovery-strategy" flag: unknown discovery strategy "fast" (want labels, grouped or series)`,
 		},
 		{
 			name: "every discovery strategy is accepted",
@@ -100,8 +102,11 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			o := NewServerOptions()
 			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 			o.AddFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatalf("Parse: %v", err)
+			if err := fs.Parse(tc.args); tc.parseErr != "" || err != nil {
+				if err == nil || !strings.Contains(err.Error(), tc.parseErr) {
+					t.Fatalf("Parse: %v, want %q", err, tc.parseErr)
+				}
+				return
 			}
 			var got []string
 			for _, err := range o.Validate() {
@@ -173,7 +178,7 @@ func TestFlagsKeepPrometheusAdapterArgs(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("prometheus-adapter args rejected: %v", err)
 	}
-	if o.MaxAge != 5*time.Minute || o.RelistInterval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
+	if o.Discovery.MaxAge != 5*time.Minute || o.Discovery.Interval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
 		t.Errorf("parsed %+v", o)
 	}
 }
@@ -239,7 +244,7 @@ func TestCommunityChartArgv(t *testing.T) {
 			got := parsed{
 				Port: ss.BindPort, CertDir: ss.ServerCert.CertDirectory,
 				Cert: ss.ServerCert.CertKey.CertFile, Key: ss.ServerCert.CertKey.KeyFile,
-				PrometheusURL: o.Prometheus.URL, Relist: o.RelistInterval, Config: strings.Join(o.ConfigFiles, ","),
+				PrometheusURL: o.Prometheus.URL, Relist: o.Discovery.Interval, Config: strings.Join(o.ConfigFiles, ","),
 				V: o.flags.Lookup("v").Value.String(), LogToStderr: o.flags.Lookup("logtostderr").Value.String(),
 				Flush: o.flags.Lookup("log-flush-frequency").Value.String(),
 			}
