@@ -20,6 +20,8 @@ import (
 
 	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/objectcache"
+	"github.com/promscaler/promscaler/pkg/objectcache/cachetest"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/rules"
@@ -109,15 +111,15 @@ func BenchmarkOverheadPodsStar5000ObjectCacheMiss(b *testing.B) {
 
 // bigObjectCache is a running ObjectCache of 5,000 pods labelled app=worker
 // and ten others in namespace "big".
-func bigObjectCache(b *testing.B) *provider.ObjectCache {
+func bigObjectCache(b *testing.B) *objectcache.Cache {
 	objs := make([]runtime.Object, 0, 5000)
 	for i := range 5000 {
-		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
 	}
 	for i := range 10 {
-		objs = append(objs, partial("v1", "Pod", "big", fmt.Sprintf("other-%d", i), map[string]string{"app": "other"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", fmt.Sprintf("other-%d", i), map[string]string{"app": "other"}))
 	}
-	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	c, _ := cachetest.Run(b, objectcache.Options{}, objs...)
 	return c
 }
 
@@ -198,12 +200,12 @@ func BenchmarkGetMetricByName(b *testing.B) {
 func BenchmarkObjectCacheList5000(b *testing.B) {
 	objs := make([]runtime.Object, 0, 5000)
 	for i := range 5000 {
-		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
 	}
 	for i := range 5000 {
-		objs = append(objs, partial("v1", "Pod", fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("p-%d", i), map[string]string{"app": "x"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("p-%d", i), map[string]string{"app": "x"}))
 	}
-	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	c, _ := cachetest.Run(b, objectcache.Options{}, objs...)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	sel := mustSelector(b, "app=worker")
 	b.ReportAllocs()
@@ -224,9 +226,9 @@ func BenchmarkObjectCacheList5000(b *testing.B) {
 func BenchmarkObjectCacheList5000Miss(b *testing.B) {
 	objs := make([]runtime.Object, 0, 5000)
 	for i := range 5000 {
-		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker", "pod-template-hash": "7d9f8b6c5d"}))
 	}
-	c, _ := runCache(b, provider.ObjectCacheOptions{}, objs...)
+	c, _ := cachetest.Run(b, objectcache.Options{}, objs...)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -331,14 +333,14 @@ func BenchmarkPodCache5000(b *testing.B) {
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	for range b.N {
 		b.StopTimer()
-		client := newFakeCluster(b)
+		client := cachetest.NewCluster(b)
 		for i := range n {
-			if err := client.kube.Tracker().Add(deploymentPod(fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("web-7d4b9c8f6-%05d", i))); err != nil {
+			if err := client.Kube.Tracker().Add(deploymentPod(fmt.Sprintf("ns-%d", i%50), fmt.Sprintf("web-7d4b9c8f6-%05d", i))); err != nil {
 				b.Fatal(err)
 			}
 		}
 		base := liveHeap()
-		c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{SyncTimeout: time.Minute})
+		c, err := objectcache.New(client.Meta, client.Kube, objectcache.Options{SyncTimeout: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}

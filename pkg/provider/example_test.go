@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/objectcache"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 )
@@ -37,7 +38,7 @@ func Example() {
 		klog.ErrorS(err, "Creating the Kubernetes client")
 		return
 	}
-	objects, err := provider.NewObjectCache(mdClient, kubeClient, provider.ObjectCacheOptions{})
+	objects, err := objectcache.New(mdClient, kubeClient, objectcache.Options{})
 	if err != nil {
 		klog.ErrorS(err, "Creating the object cache")
 		return

@@ -100,7 +100,7 @@ type Config struct {
 	// completed yet (discovery.Discoverer.Pending): a metric the index
 	// lacks is then answered 503 (it may be one of theirs), not 404.
 	Pending func() []string
-	// Objects lists the objects of `*` requests; pass an *ObjectCache.
+	// Objects lists the objects of `*` requests; pass the adapter's *objectcache.Cache.
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
 	// to group-version-resources and kinds; pass the cluster's RESTMapper.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/objectcache"
+	"github.com/promscaler/promscaler/pkg/objectcache/cachetest"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 )
@@ -26,12 +28,12 @@ func TestObjectCacheListsStayIntact(t *testing.T) {
 	var objs []runtime.Object
 	var want []string
 	for _, i := range []int{5, 2, 9, 0, 7, 1, 8, 3, 6, 4} {
-		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
 	}
 	for i := range 10 {
 		want = append(want, podName(i))
 	}
-	c, _ := runCache(t, provider.ObjectCacheOptions{}, objs...)
+	c, _ := cachetest.Run(t, objectcache.Options{}, objs...)
 	samples := make([]sample, 0, 10)
 	for i := 9; i >= 0; i-- {
 		samples = append(samples, sample{map[string]string{"pod_name": podName(i)}, fmt.Sprint(i), 1764493200})
@@ -76,14 +78,14 @@ func TestObjectCacheScrambledAnswers(t *testing.T) {
 	var objs []runtime.Object
 	var samples []sample
 	for i := range n {
-		objs = append(objs, partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
+		objs = append(objs, cachetest.Partial("v1", "Pod", "big", podName(i), map[string]string{"app": "worker"}))
 		j := i * 7 % n
 		samples = append(samples, sample{map[string]string{"pod_name": podName(j)}, fmt.Sprint(j), 1764493200})
 		if i%3 == 0 {
 			samples = append(samples, sample{map[string]string{"pod_name": fmt.Sprintf("unknown-%d", i)}, "1", 1764493200})
 		}
 	}
-	c, _ := runCache(t, provider.ObjectCacheOptions{}, objs...)
+	c, _ := cachetest.Run(t, objectcache.Options{}, objs...)
 	e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), fpmNamespaces: []string{"big"}})
 	p := cachedProvider(t, e, c, 0)
 	for round := range 3 {

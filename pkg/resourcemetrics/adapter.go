@@ -9,7 +9,7 @@ import (
 // the object cache and the Source's configuration (Rules and Backends are
 // required).
 type AdapterConfig struct {
-	// Objects is the adapter's object cache (a *provider.ObjectCache),
+	// Objects is the adapter's object cache (a *objectcache.Cache),
 	// shared with the custom metrics path and run by its owner: the pods
 	// and nodes reported are read there.
 	Objects Objects

@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/promscaler/promscaler/pkg/objectcache"
 	"github.com/promscaler/promscaler/pkg/promclient"
-	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
@@ -386,7 +386,7 @@ func TestAPIPrometheusDown(t *testing.T) {
 
 func TestAPICacheNotSynced(t *testing.T) {
 	objs, fp := testCluster()
-	objs.err = fmt.Errorf("%w: pods not listed within 10s", provider.ErrCacheNotSynced)
+	objs.err = fmt.Errorf("%w: pods not listed within 10s", objectcache.ErrNotSynced)
 	h := newServer(t, objs, fp)
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/pods", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available (request id ") {

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/promscaler/promscaler/internal/objmeta"
+	"github.com/promscaler/promscaler/pkg/objectcache"
 )
 
 // PodLister answers which pods the API reports, from a cache.
@@ -29,15 +29,15 @@ type NodeLister interface {
 	GetNode(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error)
 }
 
-// Objects is the adapter's object cache (a *provider.ObjectCache), which
+// Objects is the adapter's object cache (a *objectcache.Cache), which
 // the custom metrics path lists from too: the adapter watches pods and
 // nodes once.
 type Objects interface {
 	// Objects returns the cached objects of gvr in namespace ("" for
 	// all), pods with their phase, once the cache holds its first list.
-	Objects(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]*objmeta.Object, error)
+	Objects(ctx context.Context, gvr schema.GroupVersionResource, namespace string) ([]*objectcache.Object, error)
 	// Object returns one cached object, nil when there is none.
-	Object(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*objmeta.Object, error)
+	Object(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*objectcache.Object, error)
 }
 
 var (
@@ -78,7 +78,7 @@ func (c objectLister) GetNode(ctx context.Context, name string) (*metav1.Partial
 }
 
 // reported reports whether the API reports o: every node, the Running pods.
-func reported(gvr schema.GroupVersionResource, o *objmeta.Object) bool {
+func reported(gvr schema.GroupVersionResource, o *objectcache.Object) bool {
 	return gvr != podsGVR || o.Phase == corev1.PodRunning
 }
 

@@ -20,8 +20,8 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/promscaler/promscaler/pkg/objectcache"
 	"github.com/promscaler/promscaler/pkg/promclient"
-	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/rules"
 )
@@ -49,7 +49,7 @@ func nodeMeta(name string) *metav1.PartialObjectMetadata {
 // adapterCluster is the adapter's object cache over fake API clients, and
 // the metrics.k8s.io API reading it (with testCluster's Prometheus).
 type adapterCluster struct {
-	objects *provider.ObjectCache
+	objects *objectcache.Cache
 	kube    *kubefake.Clientset
 	meta    *metadatafake.FakeMetadataClient
 	api     http.Handler
@@ -57,7 +57,7 @@ type adapterCluster struct {
 
 // newAdapterCluster builds an adapterCluster over pods and nodes; the
 // cache runs (until the test ends) when run is true.
-func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool, pods []runtime.Object, nodes ...runtime.Object) *adapterCluster {
+func newAdapterCluster(t *testing.T, opts objectcache.Options, run bool, pods []runtime.Object, nodes ...runtime.Object) *adapterCluster {
 	t.Helper()
 	scheme := metadatafake.NewTestScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
@@ -65,8 +65,8 @@ func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool,
 	}
 	c := &adapterCluster{kube: kubefake.NewClientset(pods...), meta: metadatafake.NewSimpleMetadataClient(scheme, nodes...)}
 	var err error
-	if c.objects, err = provider.NewObjectCache(c.meta, c.kube, opts); err != nil {
-		t.Fatalf("NewObjectCache: %v", err)
+	if c.objects, err = objectcache.New(c.meta, c.kube, opts); err != nil {
+		t.Fatalf("objectcache.New: %v", err)
 	}
 	_, fp := testCluster()
 	rs := compileRules(t, testConfig)
@@ -90,7 +90,7 @@ func newAdapterCluster(t *testing.T, opts provider.ObjectCacheOptions, run bool,
 		t.Cleanup(func() { <-done })
 		// Run marks the cache running asynchronously: wait for it.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			if _, err := c.objects.Object(ctx, nodesGVR, "", "probe"); !errors.Is(err, provider.ErrCacheNotRunning) {
+			if _, err := c.objects.Object(ctx, nodesGVR, "", "probe"); !errors.Is(err, objectcache.ErrNotRunning) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -143,7 +143,7 @@ func (c *adapterCluster) calls() map[string]int {
 // One pod cache, two answers: the custom metrics path lists pods of every
 // phase, metrics.k8s.io only the Running ones, as metrics-server does.
 func TestPodPhases(t *testing.T) {
-	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{
+	c := newAdapterCluster(t, objectcache.Options{}, true, []runtime.Object{
 		kubePod("shop", "web-1", corev1.PodRunning, map[string]string{"app": "web"}),
 		kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"}),
 		kubePod("shop", "db-0", corev1.PodSucceeded, map[string]string{"app": "db"}),
@@ -187,7 +187,7 @@ func TestPodPhases(t *testing.T) {
 // A pod turning Running is reported once its watch event arrives.
 func TestPodTurningRunning(t *testing.T) {
 	pending := kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"})
-	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{pending})
+	c := newAdapterCluster(t, objectcache.Options{}, true, []runtime.Object{pending})
 	const path = "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-2"
 	if code, body := c.get(t, path); code != http.StatusNotFound {
 		t.Fatalf("GET of a Pending pod = %d %s, want 404", code, body)
@@ -214,7 +214,7 @@ func TestPodTurningRunning(t *testing.T) {
 // Both paths read one cache: whatever the requests, the adapter lists and
 // watches pods once, and nodes once.
 func TestOneWatchForBothPaths(t *testing.T) {
-	c := newAdapterCluster(t, provider.ObjectCacheOptions{}, true, []runtime.Object{
+	c := newAdapterCluster(t, objectcache.Options{}, true, []runtime.Object{
 		kubePod("shop", "web-1", corev1.PodRunning, map[string]string{"app": "web"}),
 		kubePod("shop", "web-2", corev1.PodPending, map[string]string{"app": "web"}),
 	}, nodeMeta("node-a"))
@@ -250,7 +250,7 @@ func TestOneWatchForBothPaths(t *testing.T) {
 // Before the cache runs, and when pods cannot be listed, the API answers
 // 503 saying why.
 func TestCacheUnavailable(t *testing.T) {
-	notRunning := newAdapterCluster(t, provider.ObjectCacheOptions{}, false, nil)
+	notRunning := newAdapterCluster(t, objectcache.Options{}, false, nil)
 	code, body := do(t, notRunning.api, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available") {
 		t.Errorf("GET before the cache runs = %d %s, want 503", code, body)
@@ -258,11 +258,11 @@ func TestCacheUnavailable(t *testing.T) {
 
 	// The pod informer starts with the first request for pods: after the
 	// reactor.
-	forbidden := newAdapterCluster(t, provider.ObjectCacheOptions{SyncTimeout: 100 * time.Millisecond}, true, nil)
+	forbidden := newAdapterCluster(t, objectcache.Options{SyncTimeout: 100 * time.Millisecond}, true, nil)
 	forbidden.kube.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC says no"))
 	})
-	if _, err := forbidden.objects.Objects(context.Background(), podsGVR, ""); !errors.Is(err, provider.ErrCacheNotSynced) {
+	if _, err := forbidden.objects.Objects(context.Background(), podsGVR, ""); !errors.Is(err, objectcache.ErrNotSynced) {
 		t.Errorf("Objects(pods) with pods forbidden = %v, want ErrCacheNotSynced", err)
 	}
 	code, body = forbidden.get(t, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1")

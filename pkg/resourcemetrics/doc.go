@@ -11,7 +11,7 @@
 //     per namespace, run in parallel, samples grouped by pod and container
 //     in the adapter.
 //   - The pods (Running only) and nodes reported are read from the
-//     adapter's object cache (provider.ObjectCache, through Objects), which
+//     adapter's object cache (objectcache.Cache, through Objects), which
 //     the custom metrics path lists from too: one watch of each, and no
 //     request lists from the API server.
 //   - API holds the REST storage of podmetrics and nodemetrics (get, list,

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/metrics/pkg/apis/metrics"
 
-	"github.com/promscaler/promscaler/internal/objmeta"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/limits"
+	"github.com/promscaler/promscaler/pkg/objectcache"
 )
 
 // PodMetricsGetter returns the metrics of pods; pods without complete
@@ -259,7 +259,7 @@ func apiError(ctx context.Context, what string, err error) error {
 	switch {
 	case errors.Is(err, ErrNotConfigured):
 		return apierrors.NewServiceUnavailable("metrics.k8s.io is not configured: " + err.Error())
-	case errors.Is(err, objmeta.ErrCacheNotRunning), errors.Is(err, objmeta.ErrCacheNotSynced):
+	case errors.Is(err, objectcache.ErrNotRunning), errors.Is(err, objectcache.ErrNotSynced):
 		return apistatus.Unavailable(ctx, what, err)
 	}
 	return apistatus.FromError(ctx, what, err)

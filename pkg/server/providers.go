@@ -22,6 +22,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/objectcache"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
@@ -68,7 +69,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
-	objects, err := provider.NewObjectCache(mdClient, podClient, provider.ObjectCacheOptions{})
+	objects, err := objectcache.New(mdClient, podClient, objectcache.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,4 @@
-// Package objmeta holds what the adapter's object cache (provider.ObjectCache)
-// keeps of each object, and what the readers of that cache share: the custom
-// metrics path lists names by label from it, metrics.k8s.io its Running pods
-// and its nodes.
-package objmeta
+package objectcache
 
 import (
 	"errors"
@@ -14,13 +10,13 @@ import (
 
 // Errors of the object cache.
 var (
-	// ErrCacheNotRunning is returned before the cache runs or after it
+	// ErrNotRunning is returned before the cache runs or after it
 	// stopped.
-	ErrCacheNotRunning = errors.New("object cache is not running")
-	// ErrCacheNotSynced is returned (wrapped) when a resource's cache did
+	ErrNotRunning = errors.New("object cache is not running")
+	// ErrNotSynced is returned (wrapped) when a resource's cache did
 	// not finish its first list within the sync timeout (for instance
 	// because RBAC forbids listing the resource).
-	ErrCacheNotSynced = errors.New("object cache not synced")
+	ErrNotSynced = errors.New("object cache not synced")
 )
 
 // Object is what the cache keeps of an object: its name, namespace, UID,

@@ -1,4 +1,4 @@
-package objmeta
+package objectcache
 
 import (
 	"testing"

@@ -1,10 +1,9 @@
-package provider_test
+package objectcache_test
 
 import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,111 +13,22 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/objectcache"
+	"github.com/promscaler/promscaler/pkg/objectcache/cachetest"
 )
-
-func partial(apiVersion, kind, ns, name string, lbls map[string]string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, Labels: lbls,
-			Annotations:   map[string]string{"big": "annotation"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
-		},
-	}
-}
-
-// asPod is the pod p describes, in phase Running.
-func asPod(p *metav1.PartialObjectMetadata) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: p.ObjectMeta, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-}
-
-// fakeCluster is the fake API server of an ObjectCache: pods are listed
-// through the typed client, everything else through the metadata client.
-type fakeCluster struct {
-	meta *metadatafake.FakeMetadataClient
-	kube *kubefake.Clientset
-}
-
-func newFakeCluster(t testing.TB, objs ...runtime.Object) *fakeCluster {
-	t.Helper()
-	scheme := metadatafake.NewTestScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	var pods, others []runtime.Object
-	for _, o := range objs {
-		if p, ok := o.(*metav1.PartialObjectMetadata); ok && p.Kind == "Pod" {
-			pods = append(pods, asPod(p))
-		} else {
-			others = append(others, o)
-		}
-	}
-	return &fakeCluster{meta: metadatafake.NewSimpleMetadataClient(scheme, others...), kube: kubefake.NewClientset(pods...)}
-}
-
-// lists counts the LIST calls by resource.
-func (f *fakeCluster) lists() map[string]int {
-	n := map[string]int{}
-	for _, a := range append(f.meta.Actions(), f.kube.Actions()...) {
-		if a.GetVerb() == "list" {
-			n[a.GetResource().Resource]++
-		}
-	}
-	return n
-}
-
-// runCache starts an ObjectCache over objs (pods given as
-// PartialObjectMetadata of kind Pod are Running pods) and stops it (waiting
-// for its informers) at the end of the test.
-func runCache(t testing.TB, opts provider.ObjectCacheOptions, objs ...runtime.Object) (*provider.ObjectCache, *fakeCluster) {
-	t.Helper()
-	client := newFakeCluster(t, objs...)
-	c, err := provider.NewObjectCache(client.meta, client.kube, opts)
-	if err != nil {
-		t.Fatalf("NewObjectCache: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
-	// Run marks the cache running asynchronously; wait for it.
-	deadline := time.Now().Add(10 * time.Second)
-	probe := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	for {
-		_, err := c.ListObjects(context.Background(), probe, "", nil)
-		if !errors.Is(err, provider.ErrCacheNotRunning) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("object cache did not start")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return c, client
-}
 
 func TestObjectCacheListsFromInformers(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	c, client := runCache(t, provider.ObjectCacheOptions{},
-		partial("v1", "Pod", "shop", "web-2", web),
-		partial("v1", "Pod", "shop", "web-1", web),
-		partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
-		partial("v1", "Pod", "blog", "b-1", web),
-		partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}),
-		partial("v1", "Node", "", "n2", nil),
-		partial("kueue.x-k8s.io/v1beta1", "ClusterQueue", "", "cq-a", nil),
+	c, client := cachetest.Run(t, objectcache.Options{},
+		cachetest.Partial("v1", "Pod", "shop", "web-2", web),
+		cachetest.Partial("v1", "Pod", "shop", "web-1", web),
+		cachetest.Partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
+		cachetest.Partial("v1", "Pod", "blog", "b-1", web),
+		cachetest.Partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}),
+		cachetest.Partial("v1", "Node", "", "n2", nil),
+		cachetest.Partial("kueue.x-k8s.io/v1beta1", "ClusterQueue", "", "cq-a", nil),
 	)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	nodes := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
@@ -158,13 +68,13 @@ func TestObjectCacheListsFromInformers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1, "clusterqueues": 1}, client.lists()); diff != "" {
+	if diff := cmp.Diff(map[string]int{"pods": 1, "nodes": 1, "clusterqueues": 1}, client.Lists()); diff != "" {
 		t.Errorf("LIST calls per resource (-want +got):\n%s", diff)
 	}
 
 	// The cache follows the cluster (through the watch).
-	if _, err := client.kube.CoreV1().Pods("shop").Create(context.Background(),
-		asPod(partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
+	if _, err := client.Kube.CoreV1().Pods("shop").Create(context.Background(),
+		cachetest.AsPod(cachetest.Partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -184,45 +94,45 @@ func TestObjectCacheListsFromInformers(t *testing.T) {
 }
 
 func TestObjectCacheNotRunning(t *testing.T) {
-	client := newFakeCluster(t)
-	c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{})
+	client := cachetest.NewCluster(t)
+	c, err := objectcache.New(client.Meta, client.Kube, objectcache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.ListObjects(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "a", nil)
-	if !errors.Is(err, provider.ErrCacheNotRunning) {
+	if !errors.Is(err, objectcache.ErrNotRunning) {
 		t.Errorf("ListObjects before Run: error = %v, want ErrCacheNotRunning", err)
 	}
 }
 
 func TestObjectCacheSyncTimeout(t *testing.T) {
-	c, client := runCache(t, provider.ObjectCacheOptions{SyncTimeout: 100 * time.Millisecond})
+	c, client := cachetest.Run(t, objectcache.Options{SyncTimeout: 100 * time.Millisecond})
 	// A resource the adapter may not list: the informer never syncs.
-	client.meta.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	client.Meta.PrependReactor("list", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("forbidden")
 	})
 	_, err := c.ListObjects(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "a", nil)
-	if !errors.Is(err, provider.ErrCacheNotSynced) {
+	if !errors.Is(err, objectcache.ErrNotSynced) {
 		t.Errorf("ListObjects of an unlistable resource: error = %v, want ErrCacheNotSynced", err)
 	}
 }
 
-func TestNewObjectCacheRejectsBadOptions(t *testing.T) {
-	client := newFakeCluster(t)
-	if _, err := provider.NewObjectCache(nil, client.kube, provider.ObjectCacheOptions{}); err == nil {
-		t.Error("NewObjectCache(nil metadata client) succeeded")
+func TestNewRejectsBadOptions(t *testing.T) {
+	client := cachetest.NewCluster(t)
+	if _, err := objectcache.New(nil, client.Kube, objectcache.Options{}); err == nil {
+		t.Error("objectcache.New(nil metadata client) succeeded")
 	}
-	if _, err := provider.NewObjectCache(client.meta, nil, provider.ObjectCacheOptions{}); err == nil {
-		t.Error("NewObjectCache(nil Kubernetes client) succeeded")
+	if _, err := objectcache.New(client.Meta, nil, objectcache.Options{}); err == nil {
+		t.Error("objectcache.New(nil Kubernetes client) succeeded")
 	}
-	if _, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{Resync: -1}); err == nil {
-		t.Error("NewObjectCache(negative resync) succeeded")
+	if _, err := objectcache.New(client.Meta, client.Kube, objectcache.Options{Resync: -1}); err == nil {
+		t.Error("objectcache.New(negative resync) succeeded")
 	}
 }
 
 func TestObjectCacheWarmBeforeRun(t *testing.T) {
-	client := newFakeCluster(t, partial("v1", "Node", "", "n1", nil))
-	c, err := provider.NewObjectCache(client.meta, client.kube, provider.ObjectCacheOptions{})
+	client := cachetest.NewCluster(t, cachetest.Partial("v1", "Node", "", "n1", nil))
+	c, err := objectcache.New(client.Meta, client.Kube, objectcache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +150,7 @@ func TestObjectCacheWarmBeforeRun(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if client.lists()["nodes"] > 0 {
+		if client.Lists()["nodes"] > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -255,14 +165,14 @@ func TestObjectCacheWarmBeforeRun(t *testing.T) {
 // namespace asked and cluster-wide, and that callers own what they get.
 func TestObjectCacheListsFollowChanges(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	c, client := runCache(t, provider.ObjectCacheOptions{},
-		partial("v1", "Pod", "shop", "web-2", web),
-		partial("v1", "Pod", "shop", "web-1", web),
-		partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
-		partial("v1", "Pod", "blog", "web-1", web),
+	c, client := cachetest.Run(t, objectcache.Options{},
+		cachetest.Partial("v1", "Pod", "shop", "web-2", web),
+		cachetest.Partial("v1", "Pod", "shop", "web-1", web),
+		cachetest.Partial("v1", "Pod", "shop", "db-1", map[string]string{"app": "db"}),
+		cachetest.Partial("v1", "Pod", "blog", "web-1", web),
 	)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	shop := client.kube.CoreV1().Pods("shop")
+	shop := client.Kube.CoreV1().Pods("shop")
 	ctx := context.Background()
 
 	list := func(ns, sel string) []string {
@@ -315,7 +225,7 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 	check("shop", "app=web", []string{"web-1", "web-2"})
 
 	// An add, in the namespace and cluster-wide.
-	if _, err := shop.Create(ctx, asPod(partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
+	if _, err := shop.Create(ctx, cachetest.AsPod(cachetest.Partial("v1", "Pod", "shop", "web-3", web)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually("shop", "app=web", []string{"web-1", "web-2", "web-3"})
@@ -323,7 +233,7 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 	check("blog", "app=web", []string{"web-1"})
 
 	// A label change takes a pod out of one selector and into another.
-	if _, err := shop.Update(ctx, asPod(partial("v1", "Pod", "shop", "web-2", map[string]string{"app": "db"})), metav1.UpdateOptions{}); err != nil {
+	if _, err := shop.Update(ctx, cachetest.AsPod(cachetest.Partial("v1", "Pod", "shop", "web-2", map[string]string{"app": "db"})), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually("shop", "app=web", []string{"web-1", "web-3"})
@@ -332,7 +242,7 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 
 	// An update that keeps the labels (a phase change here) changes
 	// nothing.
-	same := asPod(partial("v1", "Pod", "shop", "web-1", web))
+	same := cachetest.AsPod(cachetest.Partial("v1", "Pod", "shop", "web-1", web))
 	same.Status.Phase = corev1.PodSucceeded
 	if _, err := shop.Update(ctx, same, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -352,12 +262,12 @@ func TestObjectCacheListsFollowChanges(t *testing.T) {
 // Objects and Object read the same informers as ListObjects, pods with
 // their phase.
 func TestObjectCacheObjects(t *testing.T) {
-	pending := asPod(partial("v1", "Pod", "shop", "web-2", nil))
+	pending := cachetest.AsPod(cachetest.Partial("v1", "Pod", "shop", "web-2", nil))
 	pending.Status.Phase = corev1.PodPending
-	c, client := runCache(t, provider.ObjectCacheOptions{},
-		partial("v1", "Pod", "shop", "web-1", map[string]string{"app": "web"}),
-		partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}))
-	if _, err := client.kube.CoreV1().Pods("shop").Create(context.Background(), pending, metav1.CreateOptions{}); err != nil {
+	c, client := cachetest.Run(t, objectcache.Options{},
+		cachetest.Partial("v1", "Pod", "shop", "web-1", map[string]string{"app": "web"}),
+		cachetest.Partial("v1", "Node", "", "n1", map[string]string{"role": "worker"}))
+	if _, err := client.Kube.CoreV1().Pods("shop").Create(context.Background(), pending, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -392,4 +302,13 @@ func TestObjectCacheObjects(t *testing.T) {
 	if !c.Synced(pods) || !c.Synced(nodes) {
 		t.Error("Synced = false after reads")
 	}
+}
+
+func mustSelector(t testing.TB, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
 }
