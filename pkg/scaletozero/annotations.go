@@ -235,7 +235,7 @@ func (p *parser) activation() *Activation {
 	if msg != "" {
 		p.bad(AnnotationActivationMetric, "%s", msg)
 	} else if p.minR < 1 {
-		p.bad(AnnotationActivationMetric, "the HPA's minReplicas is %d: scale to zero needs minReplicas of at least 1 (with 0, kube-controller-manager's HPAScaleToZero handles it)", p.minR)
+		p.bad(AnnotationActivationMetric, "the HPA's minReplicas is 0: kube-controller-manager (HPAScaleToZero) scales it to zero when its External/Object metrics propose 0, after behavior.scaleDown.stabilizationWindowSeconds, and back on any value above 0, and would undo promscaler's zero; set minReplicas to 1 for an activation threshold and idle period, or keep 0 and make the metric read 0 at or below the threshold")
 	}
 	a.Metric = ref
 	if v, ok := p.ann[AnnotationActivationThreshold]; ok {

@@ -223,8 +223,18 @@ func TestParseMinReplicasZero(t *testing.T) {
 	hpa := testHPA(map[string]string{AnnotationActivationMetric: "hits"})
 	hpa.Spec.MinReplicas = ptr.To[int32](0)
 	_, problems := Parse(hpa)
-	if len(problems) != 1 || problems[0].Annotation != AnnotationActivationMetric {
-		t.Fatalf("problems %v, want one on %s", problems, AnnotationActivationMetric)
+	want := []string{`annotation promscaler.io/activation-metric="hits": the HPA's minReplicas is 0: ` +
+		`kube-controller-manager (HPAScaleToZero) scales it to zero when its External/Object metrics propose 0, ` +
+		`after behavior.scaleDown.stabilizationWindowSeconds, and back on any value above 0, and would undo promscaler's zero; ` +
+		`set minReplicas to 1 for an activation threshold and idle period, or keep 0 and make the metric read 0 at or below the threshold`}
+	if diff := cmp.Diff(want, Messages(problems)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Fallback and pause keep their meaning at minReplicas 0.
+	hpa.Annotations = map[string]string{AnnotationFallbackReplicas: "2", AnnotationPausedScaleIn: "true"}
+	spec, problems := Parse(hpa)
+	if len(problems) != 0 || spec.Fallback == nil || spec.Fallback.Replicas != 2 || spec.Pause == nil || !spec.Pause.ScaleIn || spec.Pause.ScaleOut {
+		t.Errorf("fallback and pause at minReplicas 0: spec %+v, problems %v", spec, problems)
 	}
 }
 
