@@ -20,6 +20,7 @@ const usage = `usage:
   autoscaler [flags]                                 run the HPA controller (see --help)
   autoscaler explain [NAMESPACE/]HPA [-o text|json]  explain the decision the HPA controller would take now
   autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
+  autoscaler convert-keda -f SCALEDOBJECTS           convert KEDA ScaledObjects to externalQueries, HPAs and annotations
   autoscaler --version                               print the version and exit
 `
 
@@ -28,6 +29,7 @@ const usage = `usage:
 //	autoscaler [flags]                                 run the HPA controller
 //	autoscaler explain [NAMESPACE/]HPA [-o text|json]  explain the decision the HPA controller would take now
 //	autoscaler simulate -f SCENARIO [-o json|table]    replay a scenario through the decision core
+//	autoscaler convert-keda -f SCALEDOBJECTS           convert KEDA ScaledObjects
 func Main(args []string) int {
 	return run(args, os.Stdout, os.Stderr)
 }
@@ -37,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "simulate":
 			return runSimulate(args[1:], stdout, stderr)
+		case "convert-keda":
+			return runConvertKEDA(args[1:], os.Stdin, stdout, stderr)
 		case "--version", "version":
 			fmt.Fprintln(stdout, "autoscaler", version.Get())
 			return 0
@@ -58,7 +62,7 @@ func runController(args []string, stdout, stderr io.Writer) int {
 	o.AddFlags(fs)
 	if code, ok := parseFlags(fs, args, usage+"\nflags:\n", stdout, stderr, func() []error {
 		if fs.NArg() > 0 {
-			return []error{fmt.Errorf("unexpected argument %q (subcommands: explain, simulate)", fs.Arg(0))}
+			return []error{fmt.Errorf("unexpected argument %q (subcommands: explain, simulate, convert-keda)", fs.Arg(0))}
 		}
 		return o.Validate()
 	}); !ok {
