@@ -34,6 +34,12 @@
 //     queries have the selector matchers then, for namespaced rules, the
 //     namespace matcher, and an empty .GroupBy.
 //
+// Rule.SharedQuery renders a custom rule's query for every object of a
+// namespaced resource in every namespace, grouped by the namespace and
+// resource labels, so that one query answers many requests; Rule.Sharing
+// (with SharedEquivalent, over the parsed PromQL) says whether slicing that
+// answer is provably what the per-request query answers, or why not.
+//
 // It differs where prometheus-adapter is unsafe:
 //
 //   - Every value is rendered as one PromQL string literal (Go/PromQL
