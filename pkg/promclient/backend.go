@@ -56,6 +56,9 @@ type Backend struct {
 	// Guard bounds the requests to the backend: concurrency and the
 	// breaker (zero values: the defaults).
 	Guard GuardConfig
+	// Auth is a managed Prometheus' cloud authentication (SigV4, Entra ID,
+	// Google), at most one, instead of HTTP's authorization.
+	Auth CloudAuth
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -93,6 +96,12 @@ func (b Backend) HTTPClient() (*http.Client, error) {
 	if err := b.HTTP.Validate(); err != nil {
 		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 	}
+	if err := b.Auth.Validate(); err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
+	}
+	if err := b.Auth.conflictsWithHTTPAuth(b); err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
+	}
 	var rt http.RoundTripper
 	var err error
 	if b.Kubeconfig != "" || b.InCluster {
@@ -102,6 +111,10 @@ func (b Backend) HTTPClient() (*http.Client, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: building the transport: %w", b.Name, err)
+	}
+	// Below the headers: SigV4 signs them.
+	if rt, err = b.Auth.roundTripper(rt); err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 	}
 	headers := b.Headers.Clone()
 	if b.Compression == CompressionGzip && headers.Get("Accept-Encoding") == "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/sigv4"
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -65,6 +66,12 @@ type BackendEntry struct {
 	MaxInFlight     *int           `yaml:"max_in_flight,omitempty"`
 	BreakerFailures *int           `yaml:"breaker_failures,omitempty"`
 	BreakerOpen     model.Duration `yaml:"breaker_open,omitempty"`
+	// SigV4, AzureAD and Google are a managed Prometheus' cloud
+	// authentication (CloudAuth), at most one, instead of authorization,
+	// basic_auth or oauth2.
+	SigV4   *sigv4.SigV4Config `yaml:"sigv4,omitempty"`
+	AzureAD *AzureADConfig     `yaml:"azuread,omitempty"`
+	Google  *GoogleConfig      `yaml:"google,omitempty"`
 	// HTTP is TLS, authorization, proxy and redirects, served by
 	// prometheus/common/config (files re-read when they change), with its
 	// keys inline. Its http_headers key is refused: use headers. (A named
@@ -176,6 +183,7 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 		CoalesceWindow: base.CoalesceWindow,
 		Compression:    base.Compression,
 		Guard:          base.Guard,
+		Auth:           CloudAuth{SigV4: e.SigV4, AzureAD: e.AzureAD, Google: e.Google},
 	}
 	if u, err := url.Parse(e.URL); err != nil {
 		add("url", "%v", redactURLError(err))
@@ -227,6 +235,13 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 				continue
 			}
 			b.Headers.Set(k, v)
+		}
+	}
+	if key := b.Auth.name(); key != "" {
+		if err := b.Auth.Validate(); err != nil {
+			add(key, "%v", err)
+		} else if err := b.Auth.conflictsWithHTTPAuth(b); err != nil {
+			add(key, "%v", err)
 		}
 	}
 	return b, ps

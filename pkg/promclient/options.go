@@ -70,6 +70,10 @@ type Options struct {
 	MaxInFlight     int
 	BreakerFailures int
 	BreakerOpen     time.Duration
+	// Cloud is the default backend's cloud authentication (CloudAuth):
+	// the --prometheus-auth-sigv4, --prometheus-auth-azure and
+	// --prometheus-auth-google flags and theirs.
+	Cloud CloudFlags
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -122,6 +126,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxInFlight, "prometheus-max-in-flight", o.MaxInFlight, "Requests in flight to Prometheus at most; one more is answered 503 at once, so that a stalled Prometheus cannot hold every request slot of the adapter. 0: no bound. A --backends-config entry takes it unless it sets max_in_flight.")
 	fs.IntVar(&o.BreakerFailures, "prometheus-breaker-failures", o.BreakerFailures, "Consecutive timeouts or connection errors after which Prometheus is marked down: its requests are answered 503 at once until a probe request gets an answer. 0: never marked down. A --backends-config entry takes it unless it sets breaker_failures.")
 	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request; doubled after each failed probe, up to 30s (or this value if longer). A --backends-config entry takes it unless it sets breaker_open.")
+	o.Cloud.addFlags(fs)
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
@@ -216,6 +221,7 @@ func (o *Options) Validate() []error {
 			add("--prometheus-header[%d]: %v", i, err)
 		}
 	}
+	errs = append(errs, o.Cloud.validate(o)...)
 	if o.BackendsFile != "" {
 		if _, err := LoadBackends(o.BackendsFile, Backend{}); err != nil {
 			add("--backends-config: %w", err)
@@ -270,6 +276,7 @@ func (o *Options) Backend() (Backend, error) {
 	case o.AuthInCluster:
 		b.InCluster = true
 	}
+	b.Auth = o.Cloud.auth()
 	return b, nil
 }
 
