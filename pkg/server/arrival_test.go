@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
@@ -49,7 +49,7 @@ func (p *arrivalProvider) GetMetricByName(ctx context.Context, name types.Namesp
 }
 
 // TestServerPassesArrivalTimeToPrometheusClient: the context reaching the
-// providers carries the request's arrival (stampArrival), and the
+// providers carries the request's arrival (instrumentRequests), and the
 // Prometheus client built by the server uses it. A query repeated within a
 // request takes the answer that landed after the request arrived; the next
 // request, sent after that answer landed and past the coalescing window,
@@ -108,115 +108,28 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 	ts.stop()
 }
 
-// TestStampArrival: the arrival is the time the request's connection last
-// read bytes when that is known and earlier than now, else now; the API
-// server's received timestamp is the fallback for contexts without it.
-func TestStampArrival(t *testing.T) {
-	reads := newReadStamps(nil)
-	reads.base = reads.base.Add(-10 * time.Second) // the connection read 9 s ago
-	known := &stampedConn{l: reads, key: "10.0.0.1:1000"}
-	known.lastRead.Store(int64(time.Second))
-	reads.conns.Store(known.key, known)
-	fresh := &stampedConn{l: reads, key: "10.0.0.2:1000"} // nothing read yet
-	reads.conns.Store(fresh.key, fresh)
-	future := newReadStamps(nil)
-	ahead := &stampedConn{l: future, key: known.key}
-	ahead.lastRead.Store(int64(time.Hour))
-	future.conns.Store(ahead.key, ahead)
-
-	tests := []struct {
-		name   string
-		reads  *readStamps
-		remote string
-		// wantRead: the arrival is the connection's read time; otherwise
-		// it is when the handler ran.
-		wantRead bool
-	}{
-		{name: "connection read time", reads: reads, remote: known.key, wantRead: true},
-		{name: "connection that read nothing", reads: reads, remote: fresh.key},
-		{name: "unknown connection", reads: reads, remote: "10.0.0.3:1000"},
-		{name: "read time after now (not possible, but never later than now)", reads: future, remote: known.key},
-		{name: "listener not wrapped", remote: known.key},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got time.Time
-			var ok bool
-			h := stampArrival(tc.reads, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-				got, ok = arrivalTime(r.Context())
-			}))
-			req := httptest.NewRequest(http.MethodGet, "/apis/custom.metrics.k8s.io/v1beta2", nil)
-			req.RemoteAddr = tc.remote
-			before := time.Now()
-			h.ServeHTTP(httptest.NewRecorder(), req)
-			after := time.Now()
-			if !ok {
-				t.Fatal("no arrival time in the handler's context")
-			}
-			if tc.wantRead {
-				if want := reads.base.Add(time.Second); !got.Equal(want) {
-					t.Errorf("arrival %v, want the connection's read time %v", got, want)
-				}
-				return
-			}
-			if got.Before(before) || got.After(after) {
-				t.Errorf("arrival %v, want the time the handler ran, in [%v, %v]", got, before, after)
-			}
-		})
-	}
-
-	t.Run("API server timestamp without stampArrival", func(t *testing.T) {
-		want := time.Unix(1000, 0)
-		got, ok := arrivalTime(request.WithReceivedTimestamp(context.Background(), want))
-		if !ok || !got.Equal(want) {
-			t.Errorf("arrivalTime = %v, %t; want %v, true", got, ok, want)
-		}
-	})
-}
-
-// TestReadStamps runs a real listener: a connection's stamp is the time of
-// its last read that returned bytes, looked up by the remote address the
-// HTTP server reports, and goes away with the connection.
-func TestReadStamps(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads := newReadStamps(ln)
-	defer reads.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := reads.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := client.LocalAddr().String()
-	if _, ok := reads.lastRead(remote); ok {
-		t.Fatal("a stamp before anything was read")
-	}
-	sent := time.Now()
-	if _, err := client.Write([]byte("GET")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 3)
-	if _, err := io.ReadFull(server, buf); err != nil {
-		t.Fatal(err)
-	}
-	read := time.Now()
-	got, ok := reads.lastRead(remote)
+// TestArrivalTime: the arrival is when the request entered the handler
+// chain (instrumentRequests); the API server's received timestamp is the
+// fallback for contexts without it.
+func TestArrivalTime(t *testing.T) {
+	var got time.Time
+	var ok bool
+	h := instrumentRequests(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		got, ok = arrivalTime(r.Context())
+	}), metrics.New())
+	before := time.Now()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/apis/custom.metrics.k8s.io/v1beta2", nil))
+	after := time.Now()
 	if !ok {
-		t.Fatalf("no stamp for %s after a read", remote)
+		t.Fatal("no arrival time in the handler's context")
 	}
-	if got.Before(sent) || got.After(read) {
-		t.Errorf("stamp %v outside [%v, %v]", got, sent, read)
+	if got.Before(before) || got.After(after) {
+		t.Errorf("arrival %v, want the time the request entered the chain, in [%v, %v]", got, before, after)
 	}
-	if err := server.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := reads.lastRead(remote); ok {
-		t.Error("the stamp outlived its connection")
+
+	want := time.Unix(1000, 0)
+	got, ok = arrivalTime(request.WithReceivedTimestamp(context.Background(), want))
+	if !ok || !got.Equal(want) {
+		t.Errorf("arrivalTime without instrumentRequests = %v, %t; want the API server's %v, true", got, ok, want)
 	}
 }

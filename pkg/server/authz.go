@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/promscaler/promscaler/pkg/apistatus"
@@ -62,66 +60,6 @@ func recordAuthorizationFailures(gc *genericapiserver.Config) {
 	if gc.Authorization.Authorizer != nil {
 		gc.Authorization.Authorizer = recordingAuthorizer{gc.Authorization.Authorizer}
 	}
-}
-
-// authorizationUnavailable wraps the handler chain: a request whose
-// authorization failed with an error (recorded by recordingAuthorizer) and
-// was answered 500 for it is answered 503 instead, with a message naming
-// the request id under which the error is logged, never the error.
-func authorizationUnavailable(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f := &authzFailure{}
-		aw := &authzWriter{ResponseWriter: w, failure: f}
-		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(aw), r.WithContext(context.WithValue(r.Context(), authzFailureKey{}, f)))
-	})
-}
-
-// authzWriter turns the library's 500 for a failed authorization into a
-// 503 Status and drops the library's body.
-type authzWriter struct {
-	http.ResponseWriter
-	failure   *authzFailure
-	rewritten bool
-}
-
-var _ responsewriter.UserProvidedDecorator = (*authzWriter)(nil)
-
-// Unwrap implements responsewriter.UserProvidedDecorator.
-func (w *authzWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// WriteHeader implements http.ResponseWriter.
-func (w *authzWriter) WriteHeader(code int) {
-	if w.rewritten {
-		return
-	}
-	fe := w.failure.failed.Load()
-	if code != http.StatusInternalServerError || fe == nil {
-		w.ResponseWriter.WriteHeader(code)
-		return
-	}
-	w.rewritten = true
-	status := unavailableStatus(fe.ctx, fe.err)
-	body, err := json.Marshal(status)
-	if err != nil {
-		// A metav1.Status always encodes.
-		w.ResponseWriter.WriteHeader(code)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Del("Content-Length")
-	h.Set("Retry-After", "1")
-	w.ResponseWriter.WriteHeader(int(status.Code))
-	_, _ = w.ResponseWriter.Write(body)
-}
-
-// Write implements http.ResponseWriter.
-func (w *authzWriter) Write(b []byte) (int, error) {
-	if w.rewritten {
-		// The library's text, which names the API server: dropped.
-		return len(b), nil
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 // unavailableStatus is the Status of a request whose authorization failed

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -136,60 +135,6 @@ func (a *apiServerReachability) Check(*http.Request) error {
 		return fmt.Errorf("the kube-apiserver does not answer: %w", a.err)
 	}
 	return nil
-}
-
-// withReadyzDetails appends lines to the verbose readiness answer
-// (/readyz?verbose): states an operator should see that are not readiness
-// failures (a Prometheus backend down, a configuration file rejected).
-// Each line starts with "[i]"; the status code is the checks' own.
-func withReadyzDetails(next http.Handler, details func() []string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/readyz" || !r.URL.Query().Has("verbose") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		lines := details()
-		if len(lines) == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		buf := &bufferedResponse{header: w.Header()}
-		next.ServeHTTP(buf, r)
-		if buf.code == 0 {
-			buf.code = http.StatusOK
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(buf.code)
-		_, _ = w.Write(buf.body.Bytes())
-		var b strings.Builder
-		b.WriteString("\nnot readiness failures:\n")
-		for _, l := range lines {
-			b.WriteString("[i]" + l + "\n")
-		}
-		_, _ = io.WriteString(w, b.String())
-	})
-}
-
-// bufferedResponse holds an answer so that lines can be added to it.
-type bufferedResponse struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (b *bufferedResponse) Header() http.Header { return b.header }
-
-func (b *bufferedResponse) WriteHeader(code int) {
-	if b.code == 0 {
-		b.code = code
-	}
-}
-
-func (b *bufferedResponse) Write(p []byte) (int, error) {
-	if b.code == 0 {
-		b.code = http.StatusOK
-	}
-	return b.body.Write(p)
 }
 
 // readinessDetails are the lines withReadyzDetails adds: each Prometheus

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
-	"k8s.io/apiserver/pkg/endpoints/responsewriter"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -36,7 +33,6 @@ import (
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
-	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/reload"
@@ -190,77 +186,128 @@ type Server struct {
 	events    *podEvents
 }
 
-// Complete loads the rules file and builds the Prometheus client, the
+// startupRules are the rules files as read and loaded at startup, and the
+// RESTMapper they were loaded against (reloads use it too).
+type startupRules struct {
+	files  []rules.File
+	mapper meta.RESTMapper
+	set    *rules.RuleSet
+}
+
+// Complete loads the rules files and builds the Prometheus clients, the
 // providers and the API server (with the metrics APIs, /metrics, the
-// readiness check and request instrumentation).
+// readiness checks, the handler chain of handlers.go and the reload
+// watcher), in that order.
 func (c *Config) Complete() (*Server, error) {
 	if c.APIServer == nil || c.APIServer.GenericConfig == nil {
 		return nil, errors.New("no API server configuration")
 	}
-	files, err := rules.Read(c.RulesFiles)
+	start, err := c.loadStartupRules()
 	if err != nil {
-		return nil, fmt.Errorf("reading the rules files: %w", err)
-	}
-	mapper, err := c.Kube.RESTMapper()
-	if err != nil {
-		return nil, fmt.Errorf("building the RESTMapper: %w", err)
-	}
-	ruleSet, err := c.loadRules(files, mapper, rules.Strict(c.Strict, ""))
-	if err != nil {
-		return nil, fmt.Errorf("loading the rules files: %w", err)
+		return nil, err
 	}
 	m := c.Metrics
 	if m == nil {
 		m = metrics.New()
 	}
+	// details is set once the reload watcher exists, before the server
+	// runs; the handler chain reads it per request.
+	var details func() []string
+	c.configureGenericServer(m, func() []string { return details() })
+	backends, err := promclient.NewBackends(c.Backends, m, arrivalTime)
+	if err != nil {
+		return nil, fmt.Errorf("building the Prometheus clients: %w", err)
+	}
+	providers, err := c.buildProviders(ProviderDeps{Kube: c.Kube, Backends: backends, Metrics: m,
+		Rules: start.set, Discovery: c.Discovery, TeamRules: c.TeamRules})
+	if err != nil {
+		return nil, err
+	}
+	apiServer, err := c.newAPIServer(providers, m)
+	if err != nil {
+		return nil, err
+	}
+	kubeConfig, err := c.Kube.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the Kubernetes client configuration: %w", err)
+	}
+	reach, err := addReadinessChecks(apiServer.GenericAPIServer, providers.Ready, kubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{name: c.Name, api: apiServer, backends: backends, providers: providers, apiServer: reach}
+	if c.Pod.Name != "" && c.Pod.Namespace != "" {
+		kube, err := kubernetes.NewForConfig(kubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("the Kubernetes client for Events: %w", err)
+		}
+		s.events = newPodEvents(kube, c.Pod)
+	}
+	if err := c.watchRules(s, start, m); err != nil {
+		return nil, err
+	}
+	var rejected func() []reload.Rejection
+	if s.watcher != nil {
+		rejected = s.watcher.Rejected
+	}
+	details = readinessDetails(backends.Guards(), rejected)
+	return s, nil
+}
+
+// loadStartupRules reads and loads the rules files (strict as c.Strict
+// says) against the cluster's resources.
+func (c *Config) loadStartupRules() (startupRules, error) {
+	files, err := rules.Read(c.RulesFiles)
+	if err != nil {
+		return startupRules{}, fmt.Errorf("reading the rules files: %w", err)
+	}
+	mapper, err := c.Kube.RESTMapper()
+	if err != nil {
+		return startupRules{}, fmt.Errorf("building the RESTMapper: %w", err)
+	}
+	set, err := c.loadRules(files, mapper, rules.Strict(c.Strict, ""))
+	if err != nil {
+		return startupRules{}, fmt.Errorf("loading the rules files: %w", err)
+	}
+	return startupRules{files: files, mapper: mapper, set: set}, nil
+}
+
+// configureGenericServer sets up the generic API server's configuration:
+// /metrics left to the adapter, the client certificate cache, the health
+// endpoints outside the in-flight limit, authorization failures recorded
+// (authz.go) and the handler chain (handlers.go).
+func (c *Config) configureGenericServer(m *metrics.Metrics, details func() []string) {
+	gc := c.APIServer.GenericConfig
+	// /metrics is ours (adapter registry + Kubernetes component metrics),
+	// installed by newAPIServer instead of the generic server's.
+	gc.EnableMetrics = false
+	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
+	exemptHealthFromInFlightLimit(gc)
+	recordAuthorizationFailures(gc)
+	gc.BuildHandlerChainFunc = buildHandlerChain(m, details)
+}
+
+// buildProviders builds the metrics providers with c.NewProviders (nil:
+// DefaultProviders) and checks that the required ones are there.
+func (c *Config) buildProviders(deps ProviderDeps) (*Providers, error) {
 	newProviders := c.NewProviders
 	if newProviders == nil {
 		newProviders = DefaultProviders
 	}
-	gc := c.APIServer.GenericConfig
-	// /metrics is ours (adapter registry + Kubernetes component metrics),
-	// installed below instead of the generic server's.
-	gc.EnableMetrics = false
-	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
-	exemptHealthFromInFlightLimit(gc)
-	// An API server that cannot authorize a request is a 503, not the
-	// library's 500 naming its address (authz.go).
-	recordAuthorizationFailures(gc)
-	// Filled below, once the reload watcher exists.
-	var details func() []string
-	gc.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		// Innermost, next to the API handler: the Prometheus wait
-		// announced in Server-Timing, and a 400 for an unparsable
-		// metricLabelSelector (selectors.go).
-		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(badMetricLabelSelector(h)), gc)
-		// details is read per request: it is set once Complete has built
-		// the watcher, before the server runs.
-		chain = withReadyzDetails(chain, func() []string { return details() })
-		return instrumentRequests(authorizationUnavailable(chain), m)
-	}
-	// Outermost: when each request reached the server, the time a "now"
-	// query's shared answer must not be older than (arrival.go; the A/B
-	// that keeps it is in docs/performance.md).
-	arrival := stampArrivals(gc)
-	backends, err := promclient.NewBackends(c.Backends, m, arrival)
-	if err != nil {
-		return nil, fmt.Errorf("building the Prometheus clients: %w", err)
-	}
-	providers, err := newProviders(ProviderDeps{
-		Kube:      c.Kube,
-		Backends:  backends,
-		Metrics:   m,
-		Rules:     ruleSet,
-		Discovery: c.Discovery,
-		TeamRules: c.TeamRules,
-	})
+	providers, err := newProviders(deps)
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)
 	}
 	if providers.Custom == nil || providers.External == nil {
 		return nil, errors.New("building the metrics providers: custom and external providers are required")
 	}
+	return providers, nil
+}
 
+// newAPIServer builds the API server serving the providers' metrics APIs
+// (their calls run quietly, handlers.go), metrics.k8s.io when the
+// providers install it, and the adapter's /metrics.
+func (c *Config) newAPIServer(providers *Providers, m *metrics.Metrics) (*cmapiserver.CustomMetricsAdapterServer, error) {
 	custom := quietCustomProvider{providers.Custom}
 	external := quietExternalProvider{providers.External}
 	var libCustom cmprovider.CustomMetricsProvider
@@ -285,27 +332,33 @@ func (c *Config) Complete() (*Server, error) {
 			return nil, err
 		}
 	}
+	if providers.InstallResourceMetrics != nil {
+		if err := providers.InstallResourceMetrics(gs); err != nil {
+			return nil, fmt.Errorf("installing metrics.k8s.io: %w", err)
+		}
+	}
 	// The generic server registers its request metrics only when it serves
-	// /metrics itself; register them for the merged /metrics below.
+	// /metrics itself; register them for the merged /metrics.
 	apimetrics.Register()
 	gs.Handler.NonGoRestfulMux.Handle("/metrics", promhttp.HandlerFor(
 		prometheus.Gatherers{m.Registry, legacyregistry.DefaultGatherer},
 		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError},
 	))
-	ready := providers.Ready
+	return apiServer, nil
+}
+
+// addReadinessChecks adds the readiness checks: config-loaded (the rules
+// are loaded, Complete fails otherwise: it passes from the start and
+// states it), metrics-discovery (ready; nil: always ready) and
+// kube-apiserver (the returned probe, run by Server.Run).
+func addReadinessChecks(gs *genericapiserver.GenericAPIServer, ready func() error, kubeConfig *rest.Config) (*apiServerReachability, error) {
 	if ready == nil {
 		ready = func() error { return nil }
-	}
-	kubeConfig, err := c.Kube.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("the Kubernetes client configuration: %w", err)
 	}
 	reach, err := newAPIServerReachability(kubeConfig)
 	if err != nil {
 		return nil, err
 	}
-	// The rules are loaded (Complete fails otherwise): config-loaded
-	// passes from the start and states it.
 	if err := gs.AddReadyzChecks(
 		healthz.NamedCheck("config-loaded", func(*http.Request) error { return nil }),
 		healthz.NamedCheck("metrics-discovery", func(*http.Request) error { return ready() }),
@@ -313,50 +366,45 @@ func (c *Config) Complete() (*Server, error) {
 	); err != nil {
 		return nil, fmt.Errorf("adding the readiness checks: %w", err)
 	}
-	if providers.InstallResourceMetrics != nil {
-		if err := providers.InstallResourceMetrics(gs); err != nil {
-			return nil, fmt.Errorf("installing metrics.k8s.io: %w", err)
-		}
-	}
+	return reach, nil
+}
 
-	s := &Server{name: c.Name, api: apiServer, backends: backends, providers: providers, apiServer: reach}
+// watchRules sets s.watcher, the reload watcher of the rules files, when
+// c.ConfigReloadInterval asks for one: a changed file is loaded (strictly:
+// one with a query Prometheus would reject never replaces rules that work)
+// and handed to the providers; a rejection is also an Event on the Pod
+// when s.events is set.
+func (c *Config) watchRules(s *Server, start startupRules, m *metrics.Metrics) error {
+	if c.ConfigReloadInterval <= 0 {
+		return nil
+	}
 	var report func(string, error)
-	if c.Pod.Name != "" && c.Pod.Namespace != "" {
-		kube, err := kubernetes.NewForConfig(kubeConfig)
-		if err != nil {
-			return nil, fmt.Errorf("the Kubernetes client for Events: %w", err)
-		}
-		s.events = newPodEvents(kube, c.Pod)
+	if s.events != nil {
 		report = s.events.configRejected
 	}
-	var rejected func() []reload.Rejection
-	if c.ConfigReloadInterval > 0 {
-		s.watcher, err = reload.New(reload.Config{
-			Sources:  c.RulesFiles,
-			Interval: c.ConfigReloadInterval,
-			Metrics:  m,
-			Report:   report,
-			Apply: func(_ context.Context, files []rules.File, changed string) error {
-				if providers.ApplyConfig == nil {
-					return errors.New("the metrics providers cannot change rules without a restart")
-				}
-				// A changed file with a query Prometheus would reject is
-				// never swapped in for rules that work.
-				rs, err := c.loadRules(files, mapper, rules.Strict(true, changed))
-				if err != nil {
-					return err
-				}
-				return providers.ApplyConfig(rs)
-			},
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.watcher.Prime(files)
-		rejected = s.watcher.Rejected
+	apply := s.providers.ApplyConfig
+	w, err := reload.New(reload.Config{
+		Sources:  c.RulesFiles,
+		Interval: c.ConfigReloadInterval,
+		Metrics:  m,
+		Report:   report,
+		Apply: func(_ context.Context, files []rules.File, changed string) error {
+			if apply == nil {
+				return errors.New("the metrics providers cannot change rules without a restart")
+			}
+			rs, err := c.loadRules(files, start.mapper, rules.Strict(true, changed))
+			if err != nil {
+				return err
+			}
+			return apply(rs)
+		},
+	})
+	if err != nil {
+		return err
 	}
-	details = readinessDetails(backends.Guards(), rejected)
-	return s, nil
+	w.Prime(start.files)
+	s.watcher = w
+	return nil
 }
 
 // Run serves until ctx ends, with the providers' loops and the config
@@ -392,39 +440,6 @@ func logConfigWarnings(warnings []string) {
 	for _, w := range warnings {
 		klog.InfoS("Configuration warning", "warning", w)
 	}
-}
-
-// apiOf classifies a request path by metrics API for the request metrics.
-func apiOf(path string) string {
-	switch {
-	case strings.HasPrefix(path, "/apis/custom.metrics.k8s.io/"), path == "/apis/custom.metrics.k8s.io":
-		return metrics.APICustom
-	case strings.HasPrefix(path, "/apis/external.metrics.k8s.io/"), path == "/apis/external.metrics.k8s.io":
-		return metrics.APIExternal
-	case strings.HasPrefix(path, "/apis/metrics.k8s.io/"), path == "/apis/metrics.k8s.io":
-		return metrics.APIResource
-	}
-	return metrics.APIOther
-}
-
-// instrumentRequests counts and times every request by metrics API and
-// code. It also keeps a client hanging up from reaching the handler chain as
-// a cancellation (see detachClientCancel).
-func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		// WrapForHTTP1Or2 keeps the optional interfaces (Flusher, Hijacker,
-		// CloseNotifier) the API server's handlers rely on.
-		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(rec), detachClientCancel(r))
-		code := rec.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		api := apiOf(r.URL.Path)
-		m.APIRequests.WithLabelValues(api, strconv.Itoa(code)).Inc()
-		m.APIRequestDuration.WithLabelValues(api).Observe(time.Since(start).Seconds())
-	})
 }
 
 // cacheClientCertVerification puts certauth's fast path in front of the
