@@ -24,8 +24,6 @@ const usage = `Usage:
   adapter check-config --help     validate a rules file offline; show what discovery would serve
   adapter explain --help          show the PromQL a request runs, or why a metric is not served
   adapter --version               print the version and exit
-
-Server flags:
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -41,7 +39,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runExplain(args[1:], stdout, stderr)
 		case "help", "-h", "--help":
 			if len(args) == 1 {
-				fmt.Fprint(stdout, usage)
 				return runServer([]string{"--help"}, stdout, stderr)
 			}
 		}

@@ -95,20 +95,58 @@ func NewServerOptions() *ServerOptions {
 	}
 }
 
-// AddFlags registers every server flag on fs, klog's included.
-func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
-	// The adapter base registers its flags on its own flag set; point it at
-	// ours (never at the process-wide pflag.CommandLine).
-	o.Base.FlagSet = fs
-	o.flags = fs
-	o.Base.InstallFlags()
-	o.Prometheus.AddFlags(fs)
+// Sections of --help, in order.
+const (
+	sectionPrometheus = "Prometheus"
+	sectionDiscovery  = "discovery"
+	sectionRules      = "rules and team rules"
+	sectionServing    = "serving"
+	sectionAuth       = "authentication and authorization"
+	sectionAudit      = "audit"
+	sectionAPIServer  = "generic API server"
+	sectionKube       = "Kubernetes clients"
+	sectionLogging    = "logging"
+)
 
-	fs.StringArrayVar(&o.ConfigFiles, "config", o.ConfigFiles,
-		"Rules file describing how Prometheus series become custom, external and resource metrics (prometheus-adapter's format), or a directory of such files (every *.yaml in it). "+
-			"May be given several times; rules of a later file come after those of an earlier one (the last rule producing a metric serves it). Each file reloads on its own.")
-	fs.BoolVar(&o.Strict, "strict", o.Strict,
-		"Refuse to start when a rules file has a query Prometheus would reject; without it such a file loads with an error logged, as prometheus-adapter loads it. A reload never swaps such a file in.")
+// Flags returns every server flag, klog's included, in the named sections
+// --help prints.
+func (o *ServerOptions) Flags() cliflag.NamedFlagSets {
+	fss := cliflag.NamedFlagSets{NormalizeNameFunc: cliflag.WordSepNormalizeFunc}
+	for _, name := range []string{sectionPrometheus, sectionDiscovery, sectionRules, sectionServing, sectionAuth,
+		sectionAudit, sectionAPIServer, sectionKube, sectionLogging} {
+		fss.FlagSet(name)
+	}
+	o.Prometheus.AddFlags(fss.FlagSet(sectionPrometheus))
+	o.addDiscoveryFlags(fss.FlagSet(sectionDiscovery))
+	o.addRulesFlags(fss.FlagSet(sectionRules))
+	o.addLibraryFlags(&fss)
+
+	serving := fss.FlagSet(sectionServing)
+	serving.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
+		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487); prometheus-adapter's name for --disable-http2-serving.")
+	// --gc-heap-floor set a floor under the garbage collector's heap goal
+	// (128 MiB by default), which cost more memory than it saved CPU; the
+	// flag is accepted and ignored so that existing manifests still start.
+	serving.String("gc-heap-floor", "0", "Ignored; the Go runtime's GOGC and GOMEMLIMIT environment variables tune the garbage collector.")
+	_ = serving.MarkDeprecated("gc-heap-floor", "it is ignored; use GOGC or GOMEMLIMIT")
+	fss.FlagSet(sectionAuth).DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
+		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
+			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
+
+	// klog's flags, every one prometheus-adapter's manifests pass
+	// (--logtostderr, --v, --vmodule, --log-dir...), then
+	// component-base's --log-flush-frequency. Names are matched with "_" or
+	// "-" alike (--log_dir, --log-dir).
+	logging := fss.FlagSet(sectionLogging)
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	logging.AddGoFlagSet(klogFlags)
+	logs.AddFlags(logging)
+	return fss
+}
+
+// addDiscoveryFlags registers the discovery flags, bound to o.Discovery.
+func (o *ServerOptions) addDiscoveryFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Discovery.Interval, "metrics-relist-interval", o.Discovery.Interval,
 		"Interval at which to re-discover the available metrics from Prometheus.")
 	fs.DurationVar(&o.Discovery.MaxAge, "metrics-max-age", o.Discovery.MaxAge,
@@ -116,14 +154,17 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&o.Discovery.Strategy, "discovery-strategy",
 		"How discovery asks Prometheus: labels (index-only label endpoints with match[], cheapest; block-granular over --metrics-max-age like series), "+
 			"grouped (one last_over_time query per seriesQuery, sample-precise but Prometheus reads every series' samples) or series (/api/v1/series, as prometheus-adapter).")
+}
+
+// addRulesFlags registers the rules files' and team rules' flags.
+func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&o.ConfigFiles, "config", o.ConfigFiles,
+		"Rules file describing how Prometheus series become custom, external and resource metrics (prometheus-adapter's format), or a directory of such files (every *.yaml in it). "+
+			"May be given several times; rules of a later file come after those of an earlier one (the last rule producing a metric serves it). Each file reloads on its own.")
+	fs.BoolVar(&o.Strict, "strict", o.Strict,
+		"Refuse to start when a rules file has a query Prometheus would reject; without it such a file loads with an error logged, as prometheus-adapter loads it. A reload never swaps such a file in.")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
 		"How often the --config files are checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
-	fs.BoolVar(&o.DisableHTTP2, "disable-http2", o.DisableHTTP2,
-		"Serve HTTP/1.1 only (mitigates HTTP/2 rapid reset, CVE-2023-44487); prometheus-adapter's name for --disable-http2-serving.")
-	fs.DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
-		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
-			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
-
 	fs.BoolVar(&o.TeamRules, "team-rules", o.TeamRules,
 		"Also serve the rules of ConfigMaps labelled "+teamrules.Selector+" (each .yaml data key a rules file), each confined to its namespace: "+
 			"its metrics are served for that namespace only and every query it renders selects that namespace's series only. Needs list/watch on ConfigMaps and create on events.")
@@ -131,21 +172,52 @@ func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
 		"With --team-rules, the namespaces whose ConfigMaps are watched (comma-separated; default all).")
 	fs.StringVar(&o.TeamRulesNamespaceLabel, "team-rules-namespace-label", o.TeamRulesNamespaceLabel,
 		"With --team-rules, the series label holding the namespace: every selector of a team's queries gets label=\"<its namespace>\", and its rules must map this label to namespaces.")
+}
 
-	// --gc-heap-floor set a floor under the garbage collector's heap goal
-	// (128 MiB by default), which cost more memory than it saved CPU; the
-	// flag is accepted and ignored so that existing manifests still start.
-	fs.String("gc-heap-floor", "0", "Ignored; the Go runtime's GOGC and GOMEMLIMIT environment variables tune the garbage collector.")
-	_ = fs.MarkDeprecated("gc-heap-floor", "it is ignored; use GOGC or GOMEMLIMIT")
+// addLibraryFlags registers custom-metrics-apiserver's flags (the adapter
+// base installs them all on one set) in their sections: serving,
+// authentication and authorization, audit, the generic API server's
+// features, and the Kubernetes clients (--lister-kubeconfig, --client-qps,
+// the rest).
+func (o *ServerOptions) addLibraryFlags(fss *cliflag.NamedFlagSets) {
+	all := pflag.NewFlagSet("custom-metrics-apiserver", pflag.ContinueOnError)
+	// Never the process-wide pflag.CommandLine.
+	o.Base.FlagSet = all
+	o.Base.InstallFlags()
+	// Which options registered which flag, from a throwaway set of them.
+	probe := cmoptions.NewCustomMetricsAdapterServerOptions()
+	section := map[string]string{}
+	for name, add := range map[string]func(*pflag.FlagSet){
+		sectionServing:   probe.SecureServing.AddFlags,
+		sectionAuth:      func(fs *pflag.FlagSet) { probe.Authentication.AddFlags(fs); probe.Authorization.AddFlags(fs) },
+		sectionAudit:     probe.Audit.AddFlags,
+		sectionAPIServer: probe.Features.AddFlags,
+	} {
+		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+		add(fs)
+		fs.VisitAll(func(f *pflag.Flag) { section[f.Name] = name })
+	}
+	all.VisitAll(func(f *pflag.Flag) {
+		name, ok := section[f.Name]
+		if !ok {
+			name = sectionKube
+		}
+		fss.FlagSet(name).AddFlag(f)
+	})
+}
 
-	// klog's flags, every one prometheus-adapter's manifests pass
-	// (--logtostderr, --v, --vmodule, --log-dir...), then
-	// component-base's --log-flush-frequency. Names are matched with "_" or
-	// "-" alike (--log_dir, --log-dir).
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	logs.AddFlags(fs)
+// AddFlags registers every server flag of every section on fs.
+func (o *ServerOptions) AddFlags(fs *pflag.FlagSet) {
+	addSections(fs, o.Flags())
+	o.flags = fs
+}
+
+// addSections adds the flags of every section to fs, names matched with
+// "_" or "-" alike.
+func addSections(fs *pflag.FlagSet, fss cliflag.NamedFlagSets) {
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 }
 

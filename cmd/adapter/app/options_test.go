@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,7 +235,7 @@ func TestCommunityChartArgv(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			o, code, ok := parseServerFlags(withoutProgramPath(tc.args), &stderr)
+			o, code, ok := parseServerFlags(withoutProgramPath(tc.args), io.Discard, &stderr)
 			if !ok {
 				t.Fatalf("rejected (exit %d): %s", code, stderr.String())
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 )
@@ -16,7 +17,7 @@ import (
 // flags -> Validate (every bad flag at once) -> Config -> Complete -> Run.
 func runServer(args []string, stdout, stderr io.Writer) int {
 	defer klog.Flush()
-	o, code, ok := parseServerFlags(args, stderr)
+	o, code, ok := parseServerFlags(args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -31,12 +32,19 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 
 // parseServerFlags parses and validates the server's flags. When they
 // cannot be served it reports why on stderr and returns ok false with the
-// exit code: 0 for --help, 2 for a bad argument or flag.
-func parseServerFlags(args []string, stderr io.Writer) (o *ServerOptions, code int, ok bool) {
+// exit code: 0 for --help (the usage and the flags by section on stdout),
+// 2 for a bad argument or flag.
+func parseServerFlags(args []string, stdout, stderr io.Writer) (o *ServerOptions, code int, ok bool) {
 	o = NewServerOptions()
 	fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o.AddFlags(fs)
+	sections := o.Flags()
+	addSections(fs, sections)
+	o.flags = fs
+	fs.Usage = func() {
+		fmt.Fprint(stdout, usage)
+		cliflag.PrintSections(stdout, sections, 0)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, 0, false

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/promscaler/promscaler/test/helptest"
+)
+
+// TestHelpInSections: --help, -h and help print the usage once, then every
+// server flag under its section, in order.
+func TestHelpInSections(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"/adapter", "--v=2", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 0 {
+			t.Fatalf("%q: exit %d, want 0; stderr: %s", args, code, stderr.String())
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%q: stderr %q, want nothing", args, stderr.String())
+		}
+		helptest.Check(t, stdout.String(), "adapter [flags]", NewServerOptions().Flags())
+	}
+}
+
+// TestFlagSections: a flag of each concern is in its section.
+func TestFlagSections(t *testing.T) {
+	fss := NewServerOptions().Flags()
+	for flag, section := range map[string]string{
+		"prometheus-url":               sectionPrometheus,
+		"backends-config":              sectionPrometheus,
+		"metrics-relist-interval":      sectionDiscovery,
+		"discovery-strategy":           sectionDiscovery,
+		"config":                       sectionRules,
+		"team-rules":                   sectionRules,
+		"secure-port":                  sectionServing,
+		"disable-http2":                sectionServing,
+		"authentication-kubeconfig":    sectionAuth,
+		"authorization-kubeconfig":     sectionAuth,
+		"client-cert-verify-cache-ttl": sectionAuth,
+		"audit-log-path":               sectionAudit,
+		"profiling":                    sectionAPIServer,
+		"lister-kubeconfig":            sectionKube,
+		"v":                            sectionLogging,
+		"log-flush-frequency":          sectionLogging,
+	} {
+		if fss.FlagSets[section].Lookup(flag) == nil {
+			t.Errorf("--%s is not in the %q section", flag, section)
+		}
+	}
+}
