@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/internal/version"
@@ -59,8 +60,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runController(args []string, stdout, stderr io.Writer) int {
 	o := NewOptions()
 	fs := pflag.NewFlagSet("autoscaler", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if code, ok := parseFlags(fs, args, usage+"\nflags:\n", stdout, stderr, func() []error {
+	sections := o.Flags()
+	addSections(fs, sections)
+	fs.Usage = func() {
+		fmt.Fprint(stdout, usage)
+		cliflag.PrintSections(stdout, sections, 0)
+	}
+	if code, ok := parseFlags(fs, args, usage, stdout, stderr, func() []error {
 		if fs.NArg() > 0 {
 			return []error{fmt.Errorf("unexpected argument %q (subcommands: explain, simulate, convert-keda)", fs.Arg(0))}
 		}
@@ -88,16 +94,18 @@ func runController(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseFlags parses args into fs, prints help (help, then the flags) to
-// stdout on --help and each bad flag or validate error to stderr as
-// "NAME: error". ok is false when the command stops there, with code 0
-// after --help, 2 otherwise.
+// parseFlags parses args into fs, prints help to stdout on --help (fs's
+// Usage when set, else help then the flags) and each bad flag or validate
+// error to stderr as "NAME: error". ok is false when the command stops
+// there, with code 0 after --help, 2 otherwise.
 func parseFlags(fs *pflag.FlagSet, args []string, help string, stdout, stderr io.Writer, validate func() []error) (code int, ok bool) {
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stdout, help)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+	if fs.Usage == nil {
+		fs.Usage = func() {
+			fmt.Fprint(stdout, help)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

@@ -101,13 +101,17 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags registers every flag on fs, klog's included.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
+// Flags returns every flag, klog's included, in the named sections --help
+// prints.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("Kubernetes API")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"Path to a kubeconfig file. Empty: $KUBECONFIG, then the in-cluster service account.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "QPS to use while talking with the Kubernetes API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst to use while talking with the Kubernetes API server.")
 
+	fs = fss.FlagSet("controller")
 	fs.StringVar(&o.Mode, "mode", o.Mode,
 		"coexist: run beside kube-controller-manager's HPA controller and act only on HPAs with promscaler.io annotations (scale to zero and back, fallback replicas). "+
 			"full: be the HPA controller, for clusters without kube-controller-manager's (see docs/autoscaler.md).")
@@ -119,8 +123,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The period for syncing the number of pods in horizontal pod autoscaler.")
 	fs.IntVar(&o.Workers, "concurrent-horizontal-pod-autoscaler-syncs", o.Workers,
 		"The number of horizontal pod autoscaler objects that are allowed to sync concurrently.")
-	o.AlgorithmOptions.AddFlags(fs)
-
+	o.AlgorithmOptions.AddFlags(fss.FlagSet("algorithm (kube-controller-manager's)"))
 	fs.DurationVar(&o.RequestTimeout, "api-request-timeout", o.RequestTimeout,
 		"Timeout of each API request of a reconcile (scale, metrics APIs, status).")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
@@ -128,9 +131,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DryRunAnnotate, "dry-run-annotate", o.DryRunAnnotate,
 		"With --dry-run, also write each changed decision to the HPA annotation promscaler.io/dry-run-decision. A built-in HPA controller's status write racing it fails with a conflict; see docs/autoscaler.md.")
 
+	fs = fss.FlagSet("serving")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
 		"Address serving /metrics, /healthz and /readyz (host:port); 0 disables it.")
 
+	fs = fss.FlagSet("leader election")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Start a leader election client and gain leadership (a Lease) before reconciling; for running several replicas.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration,
@@ -148,7 +153,20 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	fss.FlagSet("logging").AddGoFlagSet(klogFlags)
+	return fss
+}
+
+// AddFlags registers the flags of every section on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	addSections(fs, o.Flags())
+}
+
+// addSections adds the flags of every section to fs.
+func addSections(fs *pflag.FlagSet, fss cliflag.NamedFlagSets) {
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
 }
 
 // Validate checks every option and returns all the problems found, each
