@@ -171,7 +171,7 @@ func (c *Client) GetCustom(ctx context.Context, version, namespace, name string,
 	if metricSelector != nil && !metricSelector.Empty() {
 		req = req.Param("metricLabelSelector", metricSelector.String())
 	}
-	raw, err := req.Do(ctx).Raw()
+	raw, err := body(req.Do(ctx))
 	if err != nil {
 		return nil, c.wrap("metric "+info.Metric, err)
 	}
@@ -194,7 +194,7 @@ func (c *Client) GetExternal(ctx context.Context, namespace, metric string, metr
 	if metricSelector != nil && !metricSelector.Empty() {
 		req = req.Param("labelSelector", metricSelector.String())
 	}
-	raw, err := req.Do(ctx).Raw()
+	raw, err := body(req.Do(ctx))
 	if err != nil {
 		return nil, c.wrap("external metric "+metric, err)
 	}
@@ -207,6 +207,14 @@ func (c *Client) GetExternal(ctx context.Context, namespace, metric string, metr
 		return nil, apierrors.NewInternalError(fmt.Errorf("downstream %s: answered %T for external metric %s", c.name, obj, metric))
 	}
 	return list, nil
+}
+
+// body is a result's body, or its error with the server's Status decoded.
+func body(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
 }
 
 // wrap turns a failed request into the API error the caller sees: the

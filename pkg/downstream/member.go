@@ -111,7 +111,9 @@ func newMember(cfg Server, t Target, base *rest.Config, clk clock.PassiveClock) 
 
 // restConfig is the client configuration of a downstream at t.
 func restConfig(cfg Server, t Target, base *rest.Config) *rest.Config {
-	rc := &rest.Config{Host: t.Host, Timeout: cfg.Timeout, UserAgent: "promscaler-downstream/" + cfg.Name}
+	// No rest.Config.Timeout: each call's context carries the timeout
+	// (the config's would also add ?timeout= to every request).
+	rc := &rest.Config{Host: t.Host, UserAgent: "promscaler-downstream/" + cfg.Name}
 	if base != nil {
 		rc.UserAgent = base.UserAgent
 	}
