@@ -27,10 +27,15 @@ const (
 	// a backend down.
 	DefaultBreakerFailures = 5
 	// DefaultBreakerOpen is how long a backend marked down is not asked
-	// (its requests fail at once) before one probe request goes through;
-	// each failed probe doubles it, up to DefaultBreakerMaxOpen.
-	DefaultBreakerOpen    = time.Second
-	DefaultBreakerMaxOpen = 30 * time.Second
+	// (its requests fail at once) before one probe request goes through,
+	// and again after each failed probe, however long the outage: the
+	// backend is asked again at most this long after it is back. A probe
+	// costs one request at a time (a refused connection costs nothing; a
+	// stalled backend holds one slot until the probe's timeout), so there is
+	// nothing to gain by backing off further. (A backoff doubling up to 30 s
+	// kept the adapter answering 503 for up to 21 s after Prometheus was
+	// ready again: docs/reliability.md.)
+	DefaultBreakerOpen = time.Second
 )
 
 // ErrBackendDown is the error of a request not sent because its backend is
@@ -55,10 +60,8 @@ type GuardConfig struct {
 	// mark the backend down. 0: DefaultBreakerFailures; negative: never.
 	BreakerFailures int
 	// BreakerOpen is how long a backend marked down is not asked before a
-	// probe; doubled after each failed probe up to BreakerMaxOpen. 0: the
-	// defaults.
-	BreakerOpen    time.Duration
-	BreakerMaxOpen time.Duration
+	// probe, and again after each failed probe. 0: DefaultBreakerOpen.
+	BreakerOpen time.Duration
 }
 
 // guardLimits is the GuardConfig of the flags' values, where 0 means no
@@ -86,19 +89,13 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	if c.BreakerOpen <= 0 {
 		c.BreakerOpen = DefaultBreakerOpen
 	}
-	if c.BreakerMaxOpen <= 0 {
-		c.BreakerMaxOpen = DefaultBreakerMaxOpen
-	}
-	if c.BreakerMaxOpen < c.BreakerOpen {
-		c.BreakerMaxOpen = c.BreakerOpen
-	}
 	return c
 }
 
 // Validate reports the configuration's errors.
 func (c GuardConfig) Validate() error {
-	if c.BreakerOpen < 0 || c.BreakerMaxOpen < 0 {
-		return errors.New("the breaker's open periods must not be negative")
+	if c.BreakerOpen < 0 {
+		return errors.New("the breaker's open period must not be negative")
 	}
 	return nil
 }
@@ -108,8 +105,9 @@ func (c GuardConfig) Validate() error {
 // MaxConcurrent requests in flight (more fail at once), and a breaker that,
 // after BreakerFailures consecutive timeouts or connection errors, fails
 // every request at once for BreakerOpen, then lets one probe request
-// through; a probe that fails doubles the period (up to BreakerMaxOpen), one
-// that gets an answer closes the breaker. Any answer from the backend,
+// through; a probe that fails opens it for BreakerOpen again (never longer,
+// so the backend is asked again within BreakerOpen of its return however
+// long it was down), one that gets an answer closes the breaker. Any answer from the backend,
 // error statuses included (Prometheus answering 503 is answering), counts as
 // success except 504 (a proxy that gave up waiting); a request its caller
 // cancels counts as neither.
@@ -132,7 +130,6 @@ type Guard struct {
 	mu        sync.Mutex
 	state     breakerState
 	failures  int // consecutive
-	openFor   time.Duration
 	openUntil time.Time
 	probing   bool
 	downSince time.Time
@@ -274,7 +271,7 @@ func (g *Guard) record(o outcome, probe bool, err error) {
 			klog.InfoS("Prometheus backend answers again", "backend", g.name, "downFor", g.clock.Since(g.downSince))
 		}
 		g.failures, g.lastErr, g.probing = 0, "", false
-		g.state, g.openFor = breakerClosed, 0
+		g.state = breakerClosed
 		g.up.Set(1)
 	case outcomeFailed:
 		g.failures++
@@ -290,18 +287,20 @@ func (g *Guard) record(o outcome, probe bool, err error) {
 	}
 }
 
-// open marks the backend down for the next period; g.mu is held.
+// open marks the backend down until the next probe; g.mu is held. Only
+// the first marking is logged: a failed probe every BreakerOpen through a
+// long outage would otherwise log once a second.
 func (g *Guard) open() {
-	if g.openFor == 0 {
-		g.openFor = g.cfg.BreakerOpen
-	} else {
-		g.openFor = min(2*g.openFor, g.cfg.BreakerMaxOpen)
-	}
+	first := g.state == breakerClosed
 	g.state = breakerOpen
-	g.openUntil = g.clock.Now().Add(g.openFor)
+	g.openUntil = g.clock.Now().Add(g.cfg.BreakerOpen)
 	g.up.Set(0)
-	klog.InfoS("Prometheus backend marked down: its requests fail at once until a probe gets an answer",
-		"backend", g.name, "consecutiveFailures", g.failures, "lastError", g.lastErr, "nextProbeIn", g.openFor)
+	if first {
+		klog.InfoS("Prometheus backend marked down: its requests fail at once until a probe gets an answer",
+			"backend", g.name, "consecutiveFailures", g.failures, "lastError", g.lastErr, "probeEvery", g.cfg.BreakerOpen)
+		return
+	}
+	klog.V(4).InfoS("Prometheus backend probe failed", "backend", g.name, "lastError", g.lastErr, "nextProbeIn", g.cfg.BreakerOpen)
 }
 
 // errorSummary is a short, credential-free description of a failure.

@@ -83,7 +83,7 @@ func upGauge(t *testing.T, m *metrics.Metrics) float64 {
 }
 
 func TestGuardBreaker(t *testing.T) {
-	g, clk, m := newTestGuard(t, GuardConfig{BreakerFailures: 3, BreakerOpen: time.Second, BreakerMaxOpen: 3 * time.Second})
+	g, clk, m := newTestGuard(t, GuardConfig{BreakerFailures: 3, BreakerOpen: time.Second})
 	failing := true
 	next := &scriptedTransport{result: func(*http.Request) (*http.Response, error) {
 		if failing {
@@ -120,8 +120,18 @@ func TestGuardBreaker(t *testing.T) {
 		t.Errorf("rejected{reason=backend_down} = %v, want 1", got)
 	}
 
-	// Each failed probe doubles the period, up to the maximum.
-	for _, period := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+	// A failed probe opens the breaker for one period again, never longer,
+	// however long the outage (here 45 probes: 45 s): the backend is asked
+	// again within a period of its return. (A backoff doubling the period
+	// kept a restarted Prometheus unasked for up to 30 s.)
+	for i := range 45 {
+		period := time.Second
+		if i == 0 {
+			st := g.Status()
+			if !st.RetryAt.Equal(clk.Now().Add(period)) {
+				t.Fatalf("retry at %v, want %v", st.RetryAt, clk.Now().Add(period))
+			}
+		}
 		clk.Step(period - time.Millisecond)
 		if err := send(t, rt, ctx); !errors.Is(err, ErrBackendDown) {
 			t.Fatalf("before the %v period ended: %v, want ErrBackendDown", period, err)

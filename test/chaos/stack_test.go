@@ -113,6 +113,10 @@ type stackOptions struct {
 	// rotation serves the adapter from certificate and client CA files
 	// the suite can rotate.
 	rotation bool
+	// direct points the adapter at Prometheus itself rather than at the
+	// fault proxy, so that a killed Prometheus is a refused connection,
+	// not the proxy's 502.
+	direct bool
 }
 
 func startStack(t *testing.T, opts stackOptions) *stack {
@@ -169,7 +173,11 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	if opts.rotation {
 		args = append(args, s.prepareRotation(t)...)
 	}
-	s.adapter = s.env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: s.rules, PrometheusURL: s.proxy.URL, ExtraArgs: args})
+	promURL := s.proxy.URL
+	if opts.direct {
+		promURL = s.prom.URL
+	}
+	s.adapter = s.env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: s.rules, PrometheusURL: promURL, ExtraArgs: args})
 
 	cfg := rest.CopyConfig(s.env.RESTConfig)
 	cfg.Timeout = 30 * time.Second
