@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -403,18 +404,42 @@ func (c *Client) query(ctx context.Context, query string, ts time.Time) (Samples
 	}
 	var (
 		smps     Samples
+		scalar   bool
 		warnings v1.Warnings
 		decErr   error
 	)
 	err := c.verb.query(ctx, c.queryURL, args, func(code int, body []byte) {
 		// The decoder copies every string it keeps (labels, warnings,
 		// error details): the body buffer is reused.
-		smps, warnings, decErr = decodeQuery(code, body)
+		smps, scalar, warnings, decErr = decodeInstant(code, body)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	if scalar && onlyVector(query) {
+		// Served, the scalar would become a value of a metric whose query
+		// cannot have one: a sample without labels, for any object.
+		return nil, warnings, &v1.Error{Type: v1.ErrBadResponse,
+			Msg: "Prometheus answered a scalar to a query whose result can only be an instant vector (refused: a scalar is not a value of the series the query selects)"}
+	}
 	return smps, warnings, decErr
+}
+
+// promql parses queries as the most permissive Prometheus server would
+// (every feature flag on).
+var promql = parser.NewParser(parser.Options{
+	EnableExperimentalFunctions: true,
+	EnableBinopFillModifiers:    true,
+	EnableUnquotedUTF8Names:     true,
+})
+
+// onlyVector reports whether PromQL's type rules say query evaluates to an
+// instant vector (so a scalar answer to it is wrong). A query the parser
+// does not read (another server's dialect) is given the benefit of the
+// doubt. Only scalar answers are checked, so the parse is rare.
+func onlyVector(query string) bool {
+	expr, err := promql.ParseExpr(query)
+	return err == nil && expr.Type() == parser.ValueTypeVector
 }
 
 // formatTime renders an evaluation time as Prometheus' float seconds, the

@@ -160,6 +160,51 @@ func TestQueryAtTimeAndScalar(t *testing.T) {
 	}
 }
 
+// TestScalarAnswerToVectorQuery: a scalar answer is taken only for a query
+// that may evaluate to one; for one that can only return an instant vector
+// (a hostile or broken server) it is refused as a bad answer, never served
+// as a value without labels.
+func TestScalarAnswerToVectorQuery(t *testing.T) {
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"42"]}}`)
+	})
+	c := newTestClient(t, Config{Address: f.srv.URL})
+	for _, tc := range []struct {
+		query   string
+		refused bool
+	}{
+		{query: "scalar(sum(x))"},
+		{query: "42"},
+		{query: "time() - 5"},
+		{query: `sum(queue_depth{namespace="a"}) by (queue)`, refused: true},
+		{query: "x", refused: true},
+		{query: "sum(rate(x[1m])) * 2", refused: true},
+		{query: "vector(1)", refused: true},
+		{query: "some_dialect(x) |> other", refused: false}, // not PromQL: benefit of the doubt
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			got, err := c.QuerySamples(context.Background(), tc.query, time.Time{})
+			if !tc.refused {
+				want := Samples{{Labels: Labels{}, Value: 42, Timestamp: model.TimeFromUnix(1700000000)}}
+				if err != nil {
+					t.Fatalf("QuerySamples: %v", err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("result (-want +got):\n%s", diff)
+				}
+				return
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeBadResponse || !strings.Contains(err.Error(), "answered a scalar to a query whose result can only be an instant vector") {
+				t.Fatalf("QuerySamples = %v, %v; want a bad_response error saying a scalar answered a vector query", got, err)
+			}
+			if !IsUnavailable(err) {
+				t.Errorf("IsUnavailable(%v) = false, want a 503", err)
+			}
+		})
+	}
+}
+
 func TestSeriesAndLabels(t *testing.T) {
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

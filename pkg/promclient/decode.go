@@ -56,52 +56,71 @@ import (
 // and Detail, so that classify gives the same outcome, and warnings are
 // returned whenever they could be read.
 func decodeQuery(code int, body []byte) (Samples, v1.Warnings, error) {
-	if code/100 != 2 {
-		if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
-			typ, msg := errorTypeAndMsgFor(code)
-			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
-		}
-		// Prometheus' own error envelope; data, if any, is not looked at.
-		a, err := decodeAnswer(body, false)
-		if err != nil {
-			typ, msg := errorTypeAndMsgFor(code)
-			return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
-		}
-		if a.status == "success" {
-			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
-		}
-		if a.errorType == "" {
-			a.errorType = string(v1.ErrClient)
-		}
-		if a.errMsg == "" {
-			a.errMsg = fmt.Sprintf("client error: %d", code)
-		}
-		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
-	}
+	smps, _, warnings, err := decodeInstant(code, body)
+	return smps, warnings, err
+}
 
+// decodeInstant is decodeQuery, also saying whether the result was a
+// scalar (one sample with empty labels, like a vector's sample whose
+// labels are empty).
+func decodeInstant(code int, body []byte) (smps Samples, scalar bool, warnings v1.Warnings, err error) {
+	if code/100 != 2 {
+		smps, warnings, err = decodeErrorAnswer(code, body)
+		return smps, false, warnings, err
+	}
 	a, err := decodeAnswer(body, true)
 	if err != nil {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
+		return nil, false, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: err.Error()}
 	}
+	smps, err = a.samples()
+	return smps, a.kind == resultScalar && err == nil, a.warnings, err
+}
+
+// decodeErrorAnswer decodes the answer of an HTTP error status.
+func decodeErrorAnswer(code int, body []byte) (Samples, v1.Warnings, error) {
+	if code != http.StatusBadRequest && code != http.StatusUnprocessableEntity {
+		typ, msg := errorTypeAndMsgFor(code)
+		return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+	}
+	// Prometheus' own error envelope; data, if any, is not looked at.
+	a, err := decodeAnswer(body, false)
+	if err != nil {
+		typ, msg := errorTypeAndMsgFor(code)
+		return nil, nil, &v1.Error{Type: typ, Msg: msg, Detail: string(body)}
+	}
+	if a.status == "success" {
+		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
+	}
+	if a.errorType == "" {
+		a.errorType = string(v1.ErrClient)
+	}
+	if a.errMsg == "" {
+		a.errMsg = fmt.Sprintf("client error: %d", code)
+	}
+	return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+}
+
+// samples is the result of a success answer.
+func (a *answer) samples() (Samples, error) {
 	if a.status == "error" {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
+		return nil, &v1.Error{Type: v1.ErrorType(a.errorType), Msg: a.errMsg}
 	}
 	if a.sawMatrix {
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "unexpected result type matrix for an instant query (want vector or scalar)"}
 	}
 	switch a.kind {
 	case resultVector:
 		if a.res.hasNull {
-			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
+			return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "a sample of the result is null"}
 		}
 		if a.res.hasUnvalued {
-			return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: errSampleWithoutValue.Error()}
+			return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: errSampleWithoutValue.Error()}
 		}
-		return a.res.samples, a.warnings, nil
+		return a.res.samples, nil
 	case resultScalar:
-		return Samples{{Labels: Labels{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, a.warnings, nil
+		return Samples{{Labels: Labels{}, Value: a.scalar.Value, Timestamp: a.scalar.Timestamp}}, nil
 	default:
-		return nil, a.warnings, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
+		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "no result in the answer"}
 	}
 }
 
