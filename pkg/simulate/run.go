@@ -478,6 +478,9 @@ func (w *world) metricValues(j int, spec autoscalingv2.MetricSpec, pods []*v1.Po
 		if mv.Value != nil {
 			series = append(series, *mv.Value)
 		}
+		if q, isSchedule := w.scheduleValue(spec, now); !ok && isSchedule {
+			series = []resource.Quantity{q}
+		}
 		for _, q := range series {
 			items = append(items, externalapi.ExternalMetricValue{Timestamp: metav1.NewTime(ts), Value: q})
 		}

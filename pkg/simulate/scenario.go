@@ -21,6 +21,8 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/promscaler/promscaler/pkg/schedule"
 )
 
 // Scenario is a parsed scenario file. Every time in it is an offset from
@@ -45,6 +47,11 @@ type Scenario struct {
 	History *History `json:"history,omitempty"`
 	// Steps are the reconciles to run, in time order.
 	Steps []Step `json:"steps"`
+	// Schedules are schedules as the adapter's --schedules-config holds
+	// them; an External metric named after one reads its floor at each
+	// step unless the step gives a value (schedules.go).
+	Schedules json.RawMessage `json:"schedules,omitempty"`
+	schedules *schedule.Set
 }
 
 // History is the controllers' memory at offset 0. With a history, the

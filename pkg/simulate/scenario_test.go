@@ -55,6 +55,12 @@ func TestParseErrors(t *testing.T) {
 		{"no steps", func(s string) string { return s[:strings.Index(s, "steps:")] }, []string{"steps: at least one step is required"}},
 		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{"line 20: steps[1].at: must not be earlier than steps[0].at (0s), got -1s"}},
 		{"validation errors name the line", func(s string) string { return strings.Replace(s, "- name: web-1", "- name: web-0", 1) }, []string{`line 15: pods[1].name: duplicate pod name "web-0"`}},
+		{"schedule errors name the line", func(s string) string {
+			return s + "schedules:\n  - name: office\n    windows:\n      - {start: '8am', end: '18:00', replicas: 2}\n"
+		}, []string{`line 23: schedules[0].windows[0].start: Invalid value: "8am": a local time of day HH:MM`}},
+		{"unknown schedule key", func(s string) string {
+			return s + "schedules:\n  - name: office\n    window: []\n"
+		}, []string{"schedules: yaml: unmarshal errors", "field window not found"}},
 		{"history after the first step, negative change", func(s string) string {
 			return s + "history:\n  recommendations: [{at: 1m, replicas: 2}]\n  scaleUpEvents: [{at: -1m, change: 0}]\n"
 		}, []string{"line 21: history.recommendations[0].at: must not be after the first step (0s), got 1m0s", "line 22: history.scaleUpEvents[0].change: must be at least 1, got 0"}},

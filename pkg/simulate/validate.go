@@ -21,7 +21,7 @@ const maxGeneratedPods = 10000
 // the API server's validation of autoscaling/v2, so a scenario holds only
 // HPAs a cluster would accept.
 func (s *Scenario) validate() []error {
-	var errs []error
+	errs := s.validateSchedules()
 	add := func(path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 	}

@@ -71,6 +71,8 @@ type ServerOptions struct {
 	// TeamRulesNamespaceLabel is the series label every selector of a
 	// team's queries is confined on.
 	TeamRulesNamespaceLabel string
+	// SchedulesFile is --schedules-config (schedules.go).
+	SchedulesFile string
 
 	// flags is the flag set AddFlags registered on: klog's and
 	// component-base's logging flags keep their values there.
@@ -119,6 +121,7 @@ func (o *ServerOptions) Flags() cliflag.NamedFlagSets {
 	o.Prometheus.AddFlags(fss.FlagSet(sectionPrometheus))
 	o.addDiscoveryFlags(fss.FlagSet(sectionDiscovery))
 	o.addRulesFlags(fss.FlagSet(sectionRules))
+	o.addScheduleFlags(fss.FlagSet(sectionRules))
 	o.addLibraryFlags(&fss)
 
 	serving := fss.FlagSet(sectionServing)
@@ -251,6 +254,7 @@ func (o *ServerOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--client-cert-verify-cache-ttl %v: must not be negative (0 verifies on every request)", o.ClientCertCacheTTL))
 	}
 	errs = append(errs, o.validateTeamRules()...)
+	errs = append(errs, o.validateSchedules()...)
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
 	}
@@ -283,7 +287,12 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	providers, err := o.scheduleProviders()
+	if err != nil {
+		return nil, err
+	}
 	return &server.Config{
+		NewProviders:         providers,
 		Name:                 base.Name,
 		APIServer:            apiConfig,
 		Informers:            informers,
