@@ -242,7 +242,17 @@ func (t *customTarget) fill(v *custom_metrics.MetricValue, namespace, name strin
 // object of the resource in the namespace, so its length does not depend on
 // the names; the caller keeps the names it wants. index, when not nil,
 // returns the index of the names (kept with them by the object cache).
+// When the rule's requests are shared (see SharedConfig), the values come
+// from the request's slice of a shared evaluation instead.
 func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
+	if pts, ok, err := p.queryShared(ctx, t, namespace, names, metricSelector); ok {
+		return pts, err
+	}
+	return p.queryPerRequest(ctx, t, namespace, names, index, metricSelector)
+}
+
+// queryPerRequest is queryCustom's per-request query.
+func (p *Provider) queryPerRequest(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
 	start := time.Now()
 	q, smps, err := p.query(ctx, t.what(), t.entry.Rule.Backend(), func() (rules.Query, error) {
 		return t.entry.Rule.QueryForSeries(rules.CustomRequest{

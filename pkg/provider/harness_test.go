@@ -262,6 +262,10 @@ type envOptions struct {
 	// fpmNamespaces are more namespaces where discovery found the seed
 	// rule's series.
 	fpmNamespaces []string
+	// clock, when set, is the provider's clock (default: fixed at fixedNow).
+	clock *clocktesting.FakePassiveClock
+	// shared configures shared evaluation.
+	shared provider.SharedConfig
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -291,6 +295,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.objects == nil {
 		o.objects = testObjects()
 	}
+	if o.clock == nil {
+		o.clock = clocktesting.NewFakePassiveClock(fixedNow)
+	}
 	fp := newFakeProm(t, o.answer)
 	e := &env{prom: fp, objects: o.objects, rules: rs, index: idx, metrics: metrics.New()}
 	current := func() *discovery.Index { return idx }
@@ -303,7 +310,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 		Backends:        promclient.Single[promclient.SampleQuerier](fp.client(t, o.timeout, e.metrics)),
 		Objects:         o.objects,
 		Mapper:          mapper,
-		Clock:           clocktesting.NewFakePassiveClock(fixedNow),
+		Clock:           o.clock,
+		Shared:          o.shared,
 		MaxNamesInQuery: o.maxNames,
 		MaxQueryBytes:   o.maxBytes,
 	})

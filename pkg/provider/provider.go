@@ -128,6 +128,9 @@ type Config struct {
 	// discovery.Discoverer.RefreshList, which runs a discovery pass when the
 	// latest one is a few seconds old and waits for it.
 	RefreshList func(ctx context.Context) bool
+	// Shared configures shared evaluation (see SharedConfig); the zero
+	// value shares with the defaults.
+	Shared SharedConfig
 }
 
 // ListRefreshWait bounds how long a listing of every metric waits for
@@ -138,7 +141,8 @@ const ListRefreshWait = 2 * time.Second
 // Provider serves custom and external metrics from Prometheus. It is safe
 // for concurrent use and holds no per-request state.
 type Provider struct {
-	cfg Config // with the defaults filled in
+	cfg    Config           // with the defaults filled in
+	shared *sharedEvaluator // nil when Shared.Disabled
 }
 
 var (
@@ -185,7 +189,11 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Clock = cmp.Or[clock.PassiveClock](cfg.Clock, clock.RealClock{})
 	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, DefaultMaxNamesInQuery)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
-	return &Provider{cfg: cfg}, nil
+	p := &Provider{cfg: cfg}
+	if !cfg.Shared.Disabled {
+		p.shared = newSharedEvaluator(cfg.Shared, cfg.Clock.Now)
+	}
+	return p, nil
 }
 
 // currentIndex returns the index, or a 503 before the first discovery.

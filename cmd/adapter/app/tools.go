@@ -436,8 +436,36 @@ func summarizeConfig(cfgs []*config.Config, rs *rules.RuleSet) []string {
 	if rs.ResourceRules() != nil {
 		out = append(out, "resourceRules: ok: cpu and memory (metrics.k8s.io)")
 	}
+	out = append(out, notShared(rs)...)
 	if len(out) == 0 {
 		out = append(out, "ok: the configuration has no rules")
+	}
+	return out
+}
+
+// notShared lists the custom rules whose requests cannot be answered from a
+// shared evaluation (pkg/provider SharedConfig), with the reason, for
+// each namespaced resource their overrides name (pods for a template).
+func notShared(rs *rules.RuleSet) []string {
+	var out []string
+	for _, r := range rs.CustomRules() {
+		res := r.Resources()
+		targets := map[string]schema.GroupResource{}
+		for _, gr := range res.Overrides() {
+			if gr != rules.NamespaceResource {
+				targets[gr.String()] = gr
+			}
+		}
+		if res.HasTemplate() {
+			targets["pods"] = schema.GroupResource{Resource: "pods"}
+		}
+		for _, k := range sortedKeys(targets) {
+			err := r.Sharing(rules.SharedRequest{Series: "series", Resource: targets[k]})
+			if err == nil || !errors.Is(err, rules.ErrNotShareable) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: not shared for %s: answered per request (%v)", r.Path(), k, strings.TrimPrefix(err.Error(), r.Path()+": ")))
+		}
 	}
 	return out
 }

@@ -110,6 +110,7 @@ func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error)
 	if req.Namespace != "" && !seenIn(idx.CustomCandidates(req.Resource, true, req.Metric), req.Namespace) {
 		res.Notes = append(res.Notes, newNamespaceNote(req.Namespace))
 	}
+	res.Notes = append(res.Notes, sharingNote(entry.Rule, entry.SeriesName, req))
 	if cr.AllObjects {
 		res.Notes = append(res.Notes, fmt.Sprintf("no --names given: the query asks for every object (whatever %s is), as for a request over many objects; the adapter keeps the ones requested", q.ResourceLabel))
 	}
@@ -425,4 +426,21 @@ func summarize(vs []string, n int) string {
 		return strings.Join(vs, ", ")
 	}
 	return fmt.Sprintf("%s, ... (%d more)", strings.Join(vs[:n], ", "), len(vs)-n)
+}
+
+// sharingNote says whether the adapter answers the request from a shared
+// evaluation (provider.SharedConfig) or per request, and why.
+func sharingNote(r *rules.Rule, series string, req Request) string {
+	if req.Namespace == "" {
+		return "shared evaluation: no, answered per request (a cluster-wide request already reads every object)"
+	}
+	sr := rules.SharedRequest{Series: series, Resource: req.Resource, MetricSelector: req.MetricSelector}
+	if err := r.Sharing(sr); err != nil {
+		return "shared evaluation: no, always answered per request: " + err.Error()
+	}
+	q, err := r.SharedQuery(sr)
+	if err != nil {
+		return "shared evaluation: no, always answered per request: " + err.Error()
+	}
+	return "shared evaluation: yes, once several namespaces ask within a sync period the adapter answers from " + q.Expr + " (sliced by " + q.NamespaceLabel + ", " + q.ResourceLabel + "), objects it lacks per request"
 }

@@ -79,6 +79,7 @@ func TestExplain(t *testing.T) {
 			wantQuery: `sum(jobs_done_total{namespace="a",pod="p1"}) by (pod)`,
 			wantNotes: []string{
 				`custom metric "jobs_done" for pods in namespace "a": served by rules[1] (series "jobs_done_total")`,
+				`shared evaluation: yes, once several namespaces ask within a sync period the adapter answers from sum(jobs_done_total{pod!=""}) by (namespace,pod) (sliced by namespace, pod), objects it lacks per request`,
 				`also produced by rules[0] (series "jobs_done_total"), shadowed by rules[1] (the last rule in the configuration wins, as in prometheus-adapter)`,
 			},
 		},
@@ -94,6 +95,7 @@ func TestExplain(t *testing.T) {
 			wantNotes: []string{
 				`custom metric "jobs_done" for pods in namespace "b": served by rules[1] (series "jobs_done_total")`,
 				`no series of it were discovered in namespace "b": it is served by the last rule producing it, and the query decides whether values exist (a namespace created since the last relist)`,
+				`shared evaluation: yes, once several namespaces ask within a sync period the adapter answers from sum(jobs_done_total{pod!=""}) by (namespace,pod) (sliced by namespace, pod), objects it lacks per request`,
 			},
 		},
 		{

@@ -1,0 +1,358 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/promscaler/promscaler/pkg/limits"
+	"github.com/promscaler/promscaler/pkg/rules"
+)
+
+// Defaults of SharedConfig.
+const (
+	// DefaultSharedMaxAge is the oldest shared answer served: one HPA sync
+	// period (kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
+	DefaultSharedMaxAge = 15 * time.Second
+	// DefaultSharedMinNamespaces is how many namespaces must ask for one
+	// rule's metric within two SharedConfig.MaxAge periods before their requests are
+	// answered from a shared evaluation.
+	DefaultSharedMinNamespaces = 3
+	// DefaultSharedMaxSeries bounds the series of a shared answer: a rule
+	// whose grouped answer is larger stays per request (a few HPAs reading
+	// a metric of a million objects would pay more than they save).
+	DefaultSharedMaxSeries = 100_000
+	// DefaultSharedMaxBytes bounds the label bytes of a shared answer.
+	DefaultSharedMaxBytes = 32 << 20
+	// sharedRetryPeriods is how long a rule found too large for sharing (or
+	// whose shared query failed) stays per request before it is tried
+	// again, in units of MaxAge.
+	sharedRetryPeriods = 40
+	// sharedIdle is how long a key nobody asks for is kept, in units of
+	// MaxAge.
+	sharedIdlePeriods = 20
+)
+
+// SharedConfig configures shared evaluation: when requests of one rule
+// (and series, resource and metric selector) come from several namespaces
+// within two MaxAge periods, they are answered from one query covering every namespace
+// and object (rules.Rule.SharedQuery), where rules.Rule.Sharing shows the
+// rewrite equivalent, each request reading its slice. Objects the shared
+// answer lacks (a pod whose series appeared after it) are asked for with
+// the per-request query, so new series are served as soon as a
+// per-request query would serve them.
+type SharedConfig struct {
+	// Disabled turns shared evaluation off: every request sends its query.
+	Disabled bool
+	// MaxAge is the oldest shared answer served (measured from when its
+	// query was sent); 0 means DefaultSharedMaxAge. At most one HPA sync
+	// period keeps the HPA's reading no older than its own period.
+	MaxAge time.Duration
+	// MinNamespaces is how many namespaces must ask within two MaxAge
+	// periods before sharing starts; 0 means DefaultSharedMinNamespaces.
+	MinNamespaces int
+	// MaxSeries and MaxBytes bound a shared answer (series, label bytes);
+	// 0 means the defaults. A larger answer is served once, then the key
+	// stays per request for 40 MaxAge periods.
+	MaxSeries int
+	MaxBytes  int
+}
+
+// withDefaults fills in the zero fields.
+func (c SharedConfig) withDefaults() SharedConfig {
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultSharedMaxAge
+	}
+	if c.MinNamespaces <= 0 {
+		c.MinNamespaces = DefaultSharedMinNamespaces
+	}
+	if c.MaxSeries <= 0 {
+		c.MaxSeries = DefaultSharedMaxSeries
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultSharedMaxBytes
+	}
+	return c
+}
+
+// sharedKey identifies the requests one shared query answers. A reload
+// compiles new *rules.Rule values, hence new keys.
+type sharedKey struct {
+	rule     *rules.Rule
+	series   string
+	resource schema.GroupResource
+	selector string
+}
+
+// sharedTable is one shared answer: each object's first sample with a
+// value, by namespace and name, as sampleMatcher keeps it.
+type sharedTable struct {
+	sentAt  time.Time
+	objects map[string]map[string]point
+}
+
+// sharedEntry is the state of one key.
+type sharedEntry struct {
+	decision  error     // rules.Rule.Sharing's answer, computed once
+	lastUse   time.Time // for eviction
+	seen      map[string]time.Time
+	retryAt   time.Time // per request until then (too large, failed)
+	table     *sharedTable
+	inflight  chan struct{} // closed when the running evaluation ends
+	lastError error
+}
+
+// sharedEvaluator holds the shared answers. Safe for concurrent use.
+type sharedEvaluator struct {
+	cfg     SharedConfig
+	now     func() time.Time
+	mu      sync.Mutex
+	entries map[sharedKey]*sharedEntry
+	swept   time.Time
+}
+
+func newSharedEvaluator(cfg SharedConfig, now func() time.Time) *sharedEvaluator {
+	return &sharedEvaluator{cfg: cfg.withDefaults(), now: now, entries: map[sharedKey]*sharedEntry{}}
+}
+
+// sharedAnswer is what a request reads from a shared evaluation.
+type sharedAnswer struct {
+	found   []point // at each name's index
+	missing []int   // indexes of the names the table lacks
+	age     time.Duration
+}
+
+// errNotShared says that the request is answered per request.
+var errNotShared = errors.New("not answered from a shared evaluation")
+
+// queryShared answers queryCustom's request from a shared evaluation when
+// the rule's requests are shared (ok), asking for the objects the shared
+// answer lacks with the per-request query.
+func (p *Provider) queryShared(ctx context.Context, t *customTarget, namespace string, names []string, sel labels.Selector) ([]point, bool, error) {
+	a, err := p.sharedAnswer(ctx, t, namespace, names, sel)
+	if err != nil {
+		if !errors.Is(err, errNotShared) {
+			klog.V(4).InfoS("Shared evaluation unavailable; querying per request", "rule", t.entry.Rule.Path(), "metric", t.metric, "err", err)
+		}
+		return nil, false, nil
+	}
+	klog.V(4).InfoS("Custom metrics answered from a shared evaluation", "metric", t.metric, "resource", t.gr(), "namespace", namespace,
+		"objects", len(names), "missing", len(a.missing), "age", a.age, "rule", t.entry.Rule.Path())
+	if len(a.missing) == 0 {
+		return a.found, true, nil
+	}
+	missing := make([]string, len(a.missing))
+	for i, k := range a.missing {
+		missing[i] = names[k]
+	}
+	pts, err := p.queryPerRequest(ctx, t, namespace, missing, nil, sel)
+	if err != nil {
+		return nil, true, err
+	}
+	for i, k := range a.missing {
+		a.found[k] = pts[i]
+	}
+	return a.found, true, nil
+}
+
+// sharedAnswer returns the request's slice of a shared evaluation no older than
+// MaxAge, running one if needed, or errNotShared (with the reason logged
+// at V(5)) when the request is answered per request.
+func (p *Provider) sharedAnswer(ctx context.Context, t *customTarget, namespace string, names []string, sel labels.Selector) (sharedAnswer, error) {
+	s := p.shared
+	if s == nil || namespace == "" {
+		return sharedAnswer{}, errNotShared
+	}
+	req := rules.SharedRequest{Series: t.entry.SeriesName, Resource: t.gr(), MetricSelector: sel}
+	table, err := s.table(ctx, p.sharedKeyOf(t, req), namespace, func(ctx context.Context) (*sharedTable, error) {
+		return p.evaluateShared(ctx, t, req)
+	}, func() error { return t.entry.Rule.Sharing(req) })
+	if err != nil {
+		return sharedAnswer{}, err
+	}
+	a := sharedAnswer{found: make([]point, len(names)), age: s.now().Sub(table.sentAt)}
+	objs := table.objects[namespace]
+	for i, n := range names {
+		pt, ok := objs[n]
+		if !ok {
+			a.missing = append(a.missing, i)
+			continue
+		}
+		a.found[i] = pt
+	}
+	return a, nil
+}
+
+// table returns a shared table for key no older than MaxAge, or
+// errNotShared.
+func (s *sharedEvaluator) table(ctx context.Context, key sharedKey, namespace string,
+	evaluate func(context.Context) (*sharedTable, error), decide func() error) (*sharedTable, error) {
+	now := s.now()
+	s.mu.Lock()
+	s.sweep(now)
+	e := s.entries[key]
+	if e == nil {
+		e = &sharedEntry{decision: decide(), seen: map[string]time.Time{}}
+		s.entries[key] = e
+		if e.decision != nil {
+			klog.V(2).InfoS("Rule answered per request, not from a shared evaluation", "rule", key.rule.Path(), "series", key.series, "reason", e.decision)
+		}
+	}
+	e.lastUse = now
+	if e.decision != nil || now.Before(e.retryAt) || !s.active(e, namespace, now) {
+		s.mu.Unlock()
+		return nil, errNotShared
+	}
+	for {
+		if e.table != nil && now.Sub(e.table.sentAt) <= s.cfg.MaxAge {
+			t := e.table
+			s.mu.Unlock()
+			return t, nil
+		}
+		if e.inflight == nil {
+			break
+		}
+		wait := e.inflight
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		if e.table == nil || e.lastError != nil {
+			s.mu.Unlock()
+			return nil, errNotShared
+		}
+		now = s.now()
+	}
+	done := make(chan struct{})
+	e.inflight = done
+	s.mu.Unlock()
+	return s.run(ctx, e, done, evaluate)
+}
+
+// run evaluates the shared query for e and publishes the table.
+func (s *sharedEvaluator) run(ctx context.Context, e *sharedEntry, done chan struct{}, evaluate func(context.Context) (*sharedTable, error)) (*sharedTable, error) {
+	// Other requests wait for this evaluation: the caller's cancellation
+	// must not fail theirs (the querier bounds the query's time).
+	t, err := evaluate(context.WithoutCancel(ctx))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.inflight = nil
+	close(done)
+	e.lastError = err
+	if err != nil {
+		e.retryAt = s.now().Add(sharedRetryPeriods * s.cfg.MaxAge)
+		return nil, fmt.Errorf("%w: %w", errNotShared, err)
+	}
+	e.table = t
+	return t, nil
+}
+
+// active records namespace's request and reports whether MinNamespaces
+// asked within two MaxAge periods (HPAs of one sync period ask about once
+// per MaxAge, with some jitter). Called with s.mu held.
+func (s *sharedEvaluator) active(e *sharedEntry, namespace string, now time.Time) bool {
+	e.seen[namespace] = now
+	if len(e.seen) < s.cfg.MinNamespaces {
+		return false
+	}
+	recent := 0
+	for ns, at := range e.seen {
+		if now.Sub(at) > 2*s.cfg.MaxAge {
+			delete(e.seen, ns)
+			continue
+		}
+		recent++
+	}
+	return recent >= s.cfg.MinNamespaces
+}
+
+// sweep drops the keys nobody asked for lately (once per MaxAge). Called
+// with s.mu held.
+func (s *sharedEvaluator) sweep(now time.Time) {
+	if now.Sub(s.swept) < s.cfg.MaxAge {
+		return
+	}
+	s.swept = now
+	for k, e := range s.entries {
+		if e.inflight == nil && now.Sub(e.lastUse) > sharedIdlePeriods*s.cfg.MaxAge {
+			delete(s.entries, k)
+		}
+	}
+}
+
+// evaluateShared runs the shared query of t's rule and indexes its answer.
+func (p *Provider) evaluateShared(ctx context.Context, t *customTarget, req rules.SharedRequest) (*sharedTable, error) {
+	what := t.what() + " (shared evaluation)"
+	q, err := t.entry.Rule.SharedQuery(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := limits.CheckQuerySize(what, q.Expr); err != nil {
+		return nil, err
+	}
+	querier, err := p.querierFor(t.entry.Rule.Backend(), what)
+	if err != nil {
+		return nil, err
+	}
+	start := p.shared.now()
+	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	table := &sharedTable{sentAt: start, objects: map[string]map[string]point{}}
+	nanAsZero, bytes := t.entry.Rule.NaNAsZero(), 0
+	for i := range smps {
+		sm := &smps[i]
+		for _, l := range sm.Labels {
+			bytes += len(l.Name) + len(l.Value)
+		}
+		ns, _ := sm.Labels.Get(q.NamespaceLabel)
+		name, _ := sm.Labels.Get(q.ResourceLabel)
+		if name == "" || ns == "" {
+			continue
+		}
+		f, ok := sampleFloat(float64(sm.Value), nanAsZero)
+		if !ok {
+			continue
+		}
+		objs := table.objects[ns]
+		if objs == nil {
+			objs = map[string]point{}
+			table.objects[ns] = objs
+		}
+		if _, dup := objs[name]; !dup {
+			objs[name] = point{value: model.SampleValue(f), ts: sm.Timestamp, ok: true}
+		}
+	}
+	klog.V(4).InfoS("Shared evaluation", "rule", t.entry.Rule.Path(), "metric", t.metric, "resource", t.gr(),
+		"series", len(smps), "namespaces", len(table.objects), "labelBytes", bytes, "duration", p.shared.now().Sub(start))
+	if len(smps) > p.shared.cfg.MaxSeries || bytes > p.shared.cfg.MaxBytes {
+		// Served this once (it is correct), then per request for a while.
+		klog.InfoS("Shared answer too large; the rule's requests are answered per request", "rule", t.entry.Rule.Path(),
+			"metric", t.metric, "series", len(smps), "maxSeries", p.shared.cfg.MaxSeries, "labelBytes", bytes, "maxBytes", p.shared.cfg.MaxBytes)
+		p.shared.mu.Lock()
+		if e := p.shared.entries[p.sharedKeyOf(t, req)]; e != nil {
+			e.retryAt = p.shared.now().Add(sharedRetryPeriods * p.shared.cfg.MaxAge)
+		}
+		p.shared.mu.Unlock()
+	}
+	return table, nil
+}
+
+func (p *Provider) sharedKeyOf(t *customTarget, req rules.SharedRequest) sharedKey {
+	k := sharedKey{rule: t.entry.Rule, series: req.Series, resource: req.Resource}
+	if req.MetricSelector != nil {
+		k.selector = req.MetricSelector.String()
+	}
+	return k
+}

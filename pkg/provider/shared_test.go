@@ -1,0 +1,242 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/promscaler/promscaler/pkg/provider"
+	"github.com/promscaler/promscaler/pkg/provider/fake"
+)
+
+// sharedWorld is a cluster of namespaces ns0..ns<n-1> with pods p-0..p-2
+// each, and a fake Prometheus answering the seed rule's queries from one
+// table: the shared query (grouped by namespace and pod_name) with every
+// object of the table, a per-request query with the objects of its
+// namespace, plus late objects only per-request queries see (series that
+// appeared after a shared evaluation).
+type sharedWorld struct {
+	mu     sync.Mutex
+	values map[string]map[string]string // namespace -> pod -> value
+	late   map[string]map[string]string
+}
+
+var nsMatcher = regexp.MustCompile(`namespace="([^"]+)"`)
+
+func newSharedWorld(n int) (*sharedWorld, *fake.Objects) {
+	w := &sharedWorld{values: map[string]map[string]string{}, late: map[string]map[string]string{}}
+	objs := fake.NewObjects()
+	for i := range n {
+		ns := fmt.Sprintf("ns%d", i)
+		w.values[ns] = map[string]string{}
+		for j := range 3 {
+			pod := fmt.Sprintf("p-%d", j)
+			w.values[ns][pod] = fmt.Sprintf("%d.%d", i, j)
+			objs.Add(podsGR, fake.Object{Namespace: ns, Name: pod, Labels: map[string]string{"app": "web"}})
+		}
+		objs.Add(podsGR, fake.Object{Namespace: ns, Name: "p-new", Labels: map[string]string{"app": "web"}})
+	}
+	return w, objs
+}
+
+func (w *sharedWorld) answer(q string) (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []sample
+	add := func(ns string, pods map[string]string) {
+		for pod, v := range pods {
+			out = append(out, sample{map[string]string{"namespace": ns, "pod_name": pod}, v, 1764493200})
+		}
+	}
+	if strings.Contains(q, "by (namespace,pod_name)") {
+		for ns, pods := range w.values {
+			add(ns, pods)
+		}
+		return http.StatusOK, vector(out...)
+	}
+	m := nsMatcher.FindStringSubmatch(q)
+	if m == nil {
+		return http.StatusBadRequest, `{"status":"error","errorType":"bad_data","error":"unexpected query"}`
+	}
+	add(m[1], w.values[m[1]])
+	add(m[1], w.late[m[1]])
+	return http.StatusOK, vector(out...)
+}
+
+// values returns what GetMetricBySelector answers for namespace: pod=value.
+func values(t *testing.T, e *env, namespace string) []string {
+	t.Helper()
+	info := cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
+	list, err := e.prov.GetMetricBySelector(context.Background(), namespace, mustSelector(t, "app=web"), info, labels.Everything())
+	if err != nil {
+		t.Fatalf("GetMetricBySelector(%s): %v", namespace, err)
+	}
+	return pairs(list.Items)
+}
+
+func pairs(items []custom_metrics.MetricValue) []string {
+	var out []string
+	for _, v := range items {
+		out = append(out, v.DescribedObject.Name+"="+v.Value.String())
+	}
+	return out
+}
+
+func countShared(queries []string) (shared, perRequest int) {
+	for _, q := range queries {
+		if strings.Contains(q, "by (namespace,pod_name)") {
+			shared++
+		} else {
+			perRequest++
+		}
+	}
+	return shared, perRequest
+}
+
+func TestSharedEvaluation(t *testing.T) {
+	w, objs := newSharedWorld(6)
+	clock := clocktesting.NewFakePassiveClock(fixedNow)
+	e := newEnv(t, envOptions{answer: w.answer, objects: objs, clock: clock,
+		fpmNamespaces: []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}})
+	// Values are milli-quantities of "i.j": the same both ways.
+	for i := range 6 {
+		w.values[fmt.Sprintf("ns%d", i)] = map[string]string{"p-0": fmt.Sprint(i), "p-1": fmt.Sprintf("%d.1", i), "p-2": fmt.Sprintf("%d.2", i)}
+	}
+	check := func(step string, ns int, wantShared, wantPerRequest int) {
+		t.Helper()
+		got := values(t, e, fmt.Sprintf("ns%d", ns))
+		wantValues := []string{fmt.Sprintf("p-0=%d", ns), fmt.Sprintf("p-1=%d100m", ns), fmt.Sprintf("p-2=%d200m", ns)}
+		if ns == 0 {
+			wantValues = []string{"p-0=0", "p-1=100m", "p-2=200m"}
+		}
+		if diff := cmp.Diff(wantValues, got); diff != "" {
+			t.Errorf("%s: values of ns%d (-want +got):\n%s", step, ns, diff)
+		}
+		s, p := countShared(e.prom.sent())
+		if s != wantShared || p != wantPerRequest {
+			t.Errorf("%s: %d shared and %d per-request queries sent, want %d and %d:\n%s", step, s, p, wantShared, wantPerRequest, strings.Join(e.prom.sent(), "\n"))
+		}
+	}
+	// Below MinNamespaces (3) within MaxAge: per request.
+	check("first namespace", 0, 0, 1)
+	check("second namespace", 1, 0, 2)
+	// The third namespace starts sharing: one shared query; p-new is not
+	// in it and is asked for per request.
+	check("third namespace", 2, 1, 3)
+	check("fourth namespace, from the shared answer", 3, 1, 4)
+	if q := e.prom.sent()[4]; !strings.Contains(q, `pod_name="p-new"`) || !strings.Contains(q, `namespace="ns3"`) {
+		t.Errorf("the missing object's query = %s, want one naming only p-new in ns3", q)
+	}
+	// A late series: its pod is answered at once, from the per-request query.
+	w.mu.Lock()
+	w.late["ns4"] = map[string]string{"p-new": "7"}
+	w.mu.Unlock()
+	got := values(t, e, "ns4")
+	if diff := cmp.Diff([]string{"p-0=4", "p-1=4100m", "p-2=4200m", "p-new=7"}, got); diff != "" {
+		t.Errorf("late series (-want +got):\n%s", diff)
+	}
+	// Within MaxAge the shared answer stands, changed data or not; past
+	// it, a new shared query is sent.
+	w.mu.Lock()
+	w.values["ns5"]["p-0"] = "9"
+	w.mu.Unlock()
+	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge))
+	if got := values(t, e, "ns5")[0]; got != "p-0=5" {
+		t.Errorf("at MaxAge: p-0 = %s, want the shared answer's p-0=5", got)
+	}
+	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge + time.Millisecond))
+	if got := values(t, e, "ns5")[0]; got != "p-0=9" {
+		t.Errorf("past MaxAge: p-0 = %s, want the new p-0=9", got)
+	}
+	if s, _ := countShared(e.prom.sent()); s != 2 {
+		t.Errorf("%d shared queries sent, want 2", s)
+	}
+}
+
+func TestSharedEvaluationFallbacks(t *testing.T) {
+	tests := []struct {
+		name       string
+		shared     provider.SharedConfig
+		failShared bool
+		wantShared int
+	}{
+		{name: "disabled", shared: provider.SharedConfig{Disabled: true}, wantShared: 0},
+		{name: "too large: served once, then per request", shared: provider.SharedConfig{MaxSeries: 5}, wantShared: 1},
+		{name: "too many label bytes", shared: provider.SharedConfig{MaxBytes: 100}, wantShared: 1},
+		{name: "shared query fails: per request", failShared: true, wantShared: 1},
+		{name: "defaults", wantShared: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, objs := newSharedWorld(6)
+			answer := w.answer
+			if tt.failShared {
+				answer = func(q string) (int, string) {
+					if strings.Contains(q, "by (namespace,pod_name)") {
+						return http.StatusUnprocessableEntity, `{"status":"error","errorType":"execution","error":"too many samples"}`
+					}
+					return w.answer(q)
+				}
+			}
+			e := newEnv(t, envOptions{answer: answer, objects: objs, shared: tt.shared,
+				fpmNamespaces: []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}})
+			for i := range 6 {
+				ns := fmt.Sprintf("ns%d", i)
+				got := values(t, e, ns)
+				want := []string{fmt.Sprintf("p-0=%d", i), fmt.Sprintf("p-1=%d100m", i), fmt.Sprintf("p-2=%d200m", i)}
+				if i == 0 {
+					want = []string{"p-0=0", "p-1=100m", "p-2=200m"}
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("values of %s (-want +got):\n%s", ns, diff)
+				}
+			}
+			if s, _ := countShared(e.prom.sent()); s != tt.wantShared {
+				t.Errorf("%d shared queries sent, want %d:\n%s", s, tt.wantShared, strings.Join(e.prom.sent(), "\n"))
+			}
+		})
+	}
+}
+
+// Concurrent requests of many namespaces share one evaluation (run with
+// -race).
+func TestSharedEvaluationConcurrent(t *testing.T) {
+	const n = 40
+	w, objs := newSharedWorld(n)
+	var nss []string
+	for i := range n {
+		nss = append(nss, fmt.Sprintf("ns%d", i))
+	}
+	e := newEnv(t, envOptions{answer: w.answer, objects: objs, fpmNamespaces: nss})
+	for i := range 3 { // start sharing
+		values(t, e, nss[i])
+	}
+	arrived, release := e.prom.hold(n)
+	var wg sync.WaitGroup
+	results := make([][]string, n)
+	for i := 3; i < n; i++ {
+		wg.Go(func() { results[i] = values(t, e, nss[i]) })
+	}
+	<-arrived
+	release()
+	wg.Wait()
+	for i := 3; i < n; i++ {
+		if len(results[i]) != 3 || results[i][2] != fmt.Sprintf("p-2=%d200m", i) {
+			t.Errorf("values of %s = %v", nss[i], results[i])
+		}
+	}
+	if s, _ := countShared(e.prom.sent()); s != 1 {
+		t.Errorf("%d shared queries sent for %d concurrent namespaces, want 1", s, n-3)
+	}
+}
