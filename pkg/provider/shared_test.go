@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
+	clocktesting "k8s.io/utils/clock/testing"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/provider"
