@@ -79,6 +79,14 @@ type ServerOptions struct {
 	flags *pflag.FlagSet
 }
 
+// DefaultAuthorizationAllowCacheTTL is the default of
+// --authorization-webhook-cache-authorized-ttl: an allowed
+// SubjectAccessReview answer is reused for 3 minutes (12 HPA periods), so
+// a revoked permission keeps working for at most that long; denials keep
+// the library's 10 s (--authorization-webhook-cache-unauthorized-ttl), so
+// a granted permission takes effect within 10 s.
+const DefaultAuthorizationAllowCacheTTL = 3 * time.Minute
+
 // NewServerOptions returns the options with their defaults.
 func NewServerOptions() *ServerOptions {
 	base := &basecmd.AdapterBase{
@@ -86,6 +94,11 @@ func NewServerOptions() *ServerOptions {
 		Name:                              serverName,
 		DiscoveryInterval:                 10 * time.Minute,
 	}
+	// One SubjectAccessReview per HPA request cost kube-apiserver more than
+	// the query costs Prometheus: the library's 10 s authorized TTL is
+	// shorter than the HPA's 15 s sync period, so every request missed the
+	// cache. See docs/adapter.md, "Authorization cache".
+	base.Authorization.AllowCacheTTL = DefaultAuthorizationAllowCacheTTL
 	return &ServerOptions{
 		Base:                 base,
 		Prometheus:           promclient.NewOptions(),
