@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,8 +58,35 @@ func startPauseEnv(t *testing.T) (*framework.Env, context.Context, string) {
 			t.Fatalf("applying %s: %v\n%s", f, err, out)
 		}
 	}
+	waitPauseEnforced(t, ctx, env)
 	env.MustStartControllerManager(t, framework.ControllerManagerConfig{HPASyncPeriod: time.Second})
 	return env, ctx, auditLog
+}
+
+// pauseProbe is the namespace waitPauseEnforced probes in (its writes are
+// not counted by checkScaleWrites).
+const pauseProbe = "pause-probe"
+
+// waitPauseEnforced waits until the API server enforces the
+// promscaler-pause policy: a server-side dry-run /scale patch of a paused
+// target, as kube-controller-manager's HPA user, is denied. A policy just created
+// takes a moment (longer on a loaded machine) to be compiled and bound;
+// kube-controller-manager started before that rescales paused targets.
+func waitPauseEnforced(t *testing.T, ctx context.Context, env *framework.Env) {
+	t.Helper()
+	createWorkload(t, ctx, env, pauseProbe, "app", 1, 1, 5, unserved, map[string]string{scaletozero.AnnotationPaused: "true"})
+	start := time.Now()
+	eventually(t, ctx, 30*time.Second, "the promscaler-pause policy enforced", func(ctx context.Context) error {
+		// The group only lets the probe past RBAC; the policy matches
+		// on the user name.
+		out, err := env.Kubectl(ctx, "patch", "deployment/app", "-n", pauseProbe, "--subresource=scale", "--type=merge",
+			"-p", `{"spec":{"replicas":2}}`, "--dry-run=server", "--as="+kcmHPAUser, "--as-group=system:masters")
+		if err != nil && strings.Contains(err.Error(), "promscaler-pause") {
+			return nil
+		}
+		return fmt.Errorf("dry-run scale as %s not denied yet: %v: %s", kcmHPAUser, err, out)
+	})
+	t.Logf("promscaler-pause policy enforced after %v", time.Since(start).Round(100*time.Millisecond))
 }
 
 func TestAutoscalerPause(t *testing.T) {
@@ -149,7 +177,7 @@ func checkScaleWrites(t *testing.T, auditLog string, want map[string]int) {
 	time.Sleep(time.Second)
 	counts := map[string]int{}
 	for _, w := range readAudit(t, auditLog) {
-		if w.Resource == "deployments" && w.Subresource == "scale" {
+		if w.Resource == "deployments" && w.Subresource == "scale" && w.Namespace != pauseProbe {
 			counts[w.Namespace+" "+w.User]++
 		}
 	}
