@@ -55,10 +55,16 @@ type Config struct {
 	// Clock drives the polling. Nil means the real clock.
 	Clock clock.WithTicker
 	// Report, when set, is told of each failure as it is logged (a file
-	// rejected or unreadable, a source that cannot be listed): the
-	// operator-visible report (an Event on the adapter's Pod). file is ""
-	// for a source listing error.
+	// rejected or unreadable, a source that cannot be listed) and of a
+	// reload that empties the rules (an error wrapping ErrRulesEmptied,
+	// refused or allowed): the operator-visible report (an Event on the
+	// adapter's Pod). file is "" for a source listing error.
 	Report func(file string, err error)
+	// AllowEmptyRules lets a reload take the configuration from some rules
+	// to none (--allow-empty-rules-reload); without it such a reload is
+	// refused. Either way it is logged, reported and counted. An empty
+	// configuration at startup is always valid.
+	AllowEmptyRules bool
 }
 
 // Rejection is a configuration file whose newest content is not in
@@ -93,7 +99,13 @@ type Watcher struct {
 	apply    ApplyFunc
 	metrics  *metrics.Metrics
 	rejected *prometheus.GaugeVec
+	emptied  *prometheus.CounterVec
 	clock    clock.WithTicker
+
+	allowEmpty bool
+	// rulesInService counts the rules of the files in service; -1 when a
+	// file in service does not parse (unknown).
+	rulesInService int
 
 	report    func(file string, err error)
 	listSince time.Time
@@ -143,9 +155,14 @@ func New(cfg Config) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	e, err := emptiedCounter(cfg.Metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	w := &Watcher{
 		sources: slices.Clone(cfg.Sources), interval: cfg.Interval, apply: cfg.Apply,
-		metrics: cfg.Metrics, rejected: g, clock: cfg.Clock, files: map[string]*fileState{}, report: cfg.Report,
+		metrics: cfg.Metrics, rejected: g, emptied: e, clock: cfg.Clock, files: map[string]*fileState{}, report: cfg.Report,
+		allowEmpty: cfg.AllowEmptyRules,
 	}
 	if w.interval == 0 {
 		w.interval = DefaultInterval
@@ -167,6 +184,7 @@ func (w *Watcher) Prime(files []rules.File) {
 		w.files[f.Path] = &fileState{data: f.Data, inUse: true}
 		w.rejected.WithLabelValues(f.Path).Set(0)
 	}
+	w.rulesInService = rulesOrUnknown(files)
 	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
 	w.metrics.ConfigLastReloadSuccessful.Set(1)
 }
@@ -328,7 +346,14 @@ func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) er
 			order = append(order, p)
 		}
 	}
-	if err := w.apply(ctx, next, c.path); err != nil {
+	refuse, emptied := w.checkEmptied(next, c.path)
+	var err error
+	if refuse {
+		err = emptied
+	} else {
+		err = w.apply(ctx, next, c.path)
+	}
+	if err != nil {
 		st.rejected, st.hasRej = c.sum, true
 		what := "new version of"
 		if c.data == nil {
@@ -348,10 +373,26 @@ func (w *Watcher) applyChange(ctx context.Context, c change, listed []string) er
 		w.rejected.WithLabelValues(c.path).Set(0)
 	}
 	w.order = order
+	w.rulesInService = rulesOrUnknown(next)
+	if emptied != nil {
+		klog.InfoS("WARNING: configuration reloaded without any rule", "file", c.path, "err", emptied)
+		if w.report != nil {
+			w.report(c.path, emptied)
+		}
+	}
 	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeSuccess).Inc()
 	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
 	klog.InfoS("Configuration reloaded", "file", c.path, "removed", c.data == nil, "sha256", fmt.Sprintf("%x", c.sum[:8]), "files", len(next))
 	return nil
+}
+
+// rulesOrUnknown counts the rules of files, -1 when one does not parse.
+func rulesOrUnknown(files []rules.File) int {
+	n, ok := countRules(files)
+	if !ok {
+		return -1
+	}
+	return n
 }
 
 func (w *Watcher) anyRejected() bool {

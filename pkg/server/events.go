@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/promscaler/promscaler/pkg/reload"
 )
 
 // eventsComponent is the reporting controller of the adapter's Events.
@@ -51,5 +54,9 @@ func (p *podEvents) configRejected(file string, err error) {
 	if len(note) > maxEventNote {
 		note = note[:maxEventNote-3] + "..."
 	}
-	p.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, "ConfigRejected", "Reload", "%s", note)
+	reason := "ConfigRejected"
+	if errors.Is(err, reload.ErrRulesEmptied) {
+		reason = "RulesEmptied"
+	}
+	p.recorder.Eventf(p.pod, nil, corev1.EventTypeWarning, reason, "Reload", "%s", note)
 }

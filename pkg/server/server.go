@@ -114,6 +114,9 @@ type Config struct {
 	// file is watched for changes every ConfigReloadInterval (0: never).
 	RulesFiles           []string
 	ConfigReloadInterval time.Duration
+	// AllowEmptyRulesReload lets a reload take the rules from some to none
+	// (reload.Config.AllowEmptyRules).
+	AllowEmptyRulesReload bool
 	// Strict refuses to start on a query Prometheus would reject (loaded
 	// with an error logged otherwise, as prometheus-adapter does).
 	Strict bool
@@ -388,6 +391,8 @@ func (c *Config) watchRules(s *Server, start startupRules, m *metrics.Metrics) e
 		Interval: c.ConfigReloadInterval,
 		Metrics:  m,
 		Report:   report,
+		// A reload from some rules to none is refused unless allowed.
+		AllowEmptyRules: c.AllowEmptyRulesReload,
 		Apply: func(_ context.Context, files []rules.File, changed string) error {
 			if apply == nil {
 				return errors.New("the metrics providers cannot change rules without a restart")

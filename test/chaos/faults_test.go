@@ -214,6 +214,19 @@ func faults() []fault {
 				fx.s.proxy.set(passThrough, 0)
 				return time.Now(), kinds
 			}},
+		{name: "config-emptied", does: "The rules file is truncated to nothing (an accidentally emptied ConfigMap key) for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s): the reload must be refused and every metric keep answering.",
+			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
+				writeFile(t, fx.s.rules, "")
+				time.Sleep(fx.hold)
+				res := fx.s.ask(fx.ctx, kindCustom)
+				if !res.correct() {
+					t.Errorf("after %v with the rules file emptied: status %d (err %q), want the rules in service to answer", fx.hold, res.status, res.err)
+				}
+				writeFile(t, fx.s.rules, adapterRules)
+				end := time.Now()
+				time.Sleep(3 * time.Second)
+				return end, fmt.Sprintf("after %v emptied: status %d; %s", fx.hold, res.status, fx.s.metricsNote(fx.ctx, "promscaler_config_rules_emptied_total", "promscaler_config_reloads_total"))
+			}},
 		{name: "config-bad-then-good", does: "The rules file is replaced by one whose metricsQuery Prometheus would reject (unbalanced brackets), kept for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s).",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
 				writeFile(t, fx.s.rules, badRules)

@@ -102,3 +102,22 @@ func (s *stack) reloadNote(ctx context.Context) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// metricsNote quotes the adapter's /metrics lines of the named families.
+func (s *stack) metricsNote(ctx context.Context, families ...string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	body, _, err := framework.Get(ctx, s.direct, s.adapter.URL+"/metrics")
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	var parts []string
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, f := range families {
+			if strings.HasPrefix(line, f) {
+				parts = append(parts, "`"+line+"`")
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}

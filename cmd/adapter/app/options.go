@@ -55,6 +55,8 @@ type ServerOptions struct {
 	// ConfigReloadInterval is how often the rules file is checked for
 	// changes; zero disables hot reload.
 	ConfigReloadInterval time.Duration
+	// AllowEmptyRulesReload lets a reload take the rules from some to none.
+	AllowEmptyRulesReload bool
 	// DisableHTTP2 serves HTTP/1.1 only (prometheus-adapter's mitigation for
 	// HTTP/2 rapid reset, CVE-2023-44487).
 	DisableHTTP2 bool
@@ -181,6 +183,9 @@ func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
 		"Refuse to start when a rules file has a query Prometheus would reject; without it such a file loads with an error logged, as prometheus-adapter loads it. A reload never swaps such a file in.")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval,
 		"How often the --config files are checked for changes (a ConfigMap update included); a valid new version replaces the rules without a restart. 0 disables reloading.")
+	fs.BoolVar(&o.AllowEmptyRulesReload, "allow-empty-rules-reload", o.AllowEmptyRulesReload,
+		"Let a reload take the configuration from some rules to none (a truncated or comment-only file, an emptied directory or ConfigMap key); without it such a reload is refused and the rules in service stay. "+
+			"Either way it is a warning in the log, a RulesEmptied Event and promscaler_config_rules_emptied_total. An empty configuration at startup is always valid.")
 	fs.BoolVar(&o.TeamRules, "team-rules", o.TeamRules,
 		"Also serve the rules of ConfigMaps labelled "+teamrules.Selector+" (each .yaml data key a rules file), each confined to its namespace: "+
 			"its metrics are served for that namespace only and every query it renders selects that namespace's series only. Needs list/watch on ConfigMaps and create on events.")
@@ -305,18 +310,19 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		return nil, err
 	}
 	return &server.Config{
-		NewProviders:         providers,
-		Name:                 base.Name,
-		APIServer:            apiConfig,
-		Informers:            informers,
-		Kube:                 base,
-		RulesFiles:           o.ConfigFiles,
-		Strict:               o.Strict,
-		ConfigReloadInterval: o.ConfigReloadInterval,
-		Backends:             backends,
-		Discovery:            o.Discovery,
-		ClientCertCacheTTL:   o.ClientCertCacheTTL,
-		TeamRules:            o.teamRules(),
+		NewProviders:          providers,
+		Name:                  base.Name,
+		APIServer:             apiConfig,
+		Informers:             informers,
+		Kube:                  base,
+		RulesFiles:            o.ConfigFiles,
+		Strict:                o.Strict,
+		ConfigReloadInterval:  o.ConfigReloadInterval,
+		AllowEmptyRulesReload: o.AllowEmptyRulesReload,
+		Backends:              backends,
+		Discovery:             o.Discovery,
+		ClientCertCacheTTL:    o.ClientCertCacheTTL,
+		TeamRules:             o.teamRules(),
 		// The downward API's (deploy/base, the chart): Events go to the
 		// adapter's own Pod.
 		Pod: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
