@@ -46,6 +46,10 @@ type LeaseFence struct {
 	// lost is why the lease is no longer held (nil while held or before
 	// the first acquisition).
 	lost error
+	// holder is the holder of the Lease as this replica last read or wrote
+	// it: the record a release would overwrite (the lock's next Update is
+	// conditional on that read's resourceVersion).
+	holder string
 }
 
 var (
@@ -87,13 +91,15 @@ func (f *LeaseFence) ValidUntil() (time.Time, error) {
 // ends this replica's right to write at once.
 func (f *LeaseFence) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := f.lock.Get(ctx)
-	if err == nil && rec != nil && rec.HolderIdentity != f.lock.Identity() {
-		f.mu.Lock()
-		if !f.renewed.IsZero() {
-			f.renewed = time.Time{}
-			f.lost = fmt.Errorf("%w: lease %s is held by %q", ErrNotLeader, f.lock.Describe(), rec.HolderIdentity)
-		}
-		f.mu.Unlock()
+	if err != nil || rec == nil {
+		return rec, raw, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holder = rec.HolderIdentity
+	if rec.HolderIdentity != f.lock.Identity() && !f.renewed.IsZero() {
+		f.renewed = time.Time{}
+		f.lost = fmt.Errorf("%w: lease %s is held by %q", ErrNotLeader, f.lock.Describe(), rec.HolderIdentity)
 	}
 	return rec, raw, err
 }
@@ -106,8 +112,22 @@ func (f *LeaseFence) Create(ctx context.Context, ler resourcelock.LeaderElection
 	return err
 }
 
-// Update implements resourcelock.Interface.
+// Update implements resourcelock.Interface. A release (a record naming
+// another holder, or none) is sent only when the Lease this replica last
+// read or wrote names it as the holder: client-go's release re-reads the
+// Lease but checks leadership against the record it observed before (a
+// pause), so without this check a replica resumed after another took over
+// would wipe the live leader's Lease (issue 32). The release that is sent
+// stays conditional on the resourceVersion of that read.
 func (f *LeaseFence) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if id := f.lock.Identity(); ler.HolderIdentity != id {
+		f.mu.Lock()
+		holder := f.holder
+		f.mu.Unlock()
+		if holder != id {
+			return fmt.Errorf("%w: not releasing lease %s: it is held by %q", ErrNotLeader, f.lock.Describe(), holder)
+		}
+	}
 	sent := f.clock.Now()
 	err := f.lock.Update(ctx, ler)
 	f.observeWrite(sent, ler, err)
@@ -121,6 +141,7 @@ func (f *LeaseFence) observeWrite(sent time.Time, ler resourcelock.LeaderElectio
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.holder = ler.HolderIdentity
 	if ler.HolderIdentity == f.lock.Identity() {
 		f.renewed, f.lost = sent, nil
 		return

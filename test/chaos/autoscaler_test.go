@@ -90,6 +90,8 @@ type replica struct {
 	name, user string
 	metricsURL string
 	p          *framework.Process
+	// gate is in front of kube-apiserver for this replica.
+	gate *tcpGate
 }
 
 func (s *stack) startAutoscalers(t *testing.T, ctx context.Context) *autoscalers {
@@ -185,12 +187,13 @@ func (a *autoscalers) start(t *testing.T, name, user string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubeconfig, gate := gatedKubeconfig(t, kubeconfig)
 	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{a.s.env.Bin("autoscaler"), "--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port), "-v=2"}, autoscalerFlags...)
-	r := &replica{name: name, user: user, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: startProc(t, a.s.env, name, args)}
+	r := &replica{name: name, user: user, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), p: startProc(t, a.s.env, name, args), gate: gate}
 	a.mu.Lock()
 	a.replicas[user] = r
 	a.mu.Unlock()
@@ -340,42 +343,8 @@ func autoscalerFaults(as func(t *testing.T, s *stack) *autoscalers) []fault {
 				return end, fmt.Sprintf("failover %v (%s took the lease); /scale writes in the next %v: %d, double writes %d",
 					failover.Round(100*time.Millisecond), next.name, (failover + 2*flipEvery).Round(time.Second), writes, doubles)
 			}},
-		{name: "autoscaler-leader-paused", does: "The autoscaler leader is stopped with SIGSTOP for 3 lease durations (the other replica takes the lease), then resumed with SIGCONT: it must write nothing more (fencing) and exit.",
-			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
-				a := as(t, fx.s)
-				leader := a.leader(t, fx.ctx)
-				from := time.Now()
-				_ = syscall.Kill(leader.p.Pid(), syscall.SIGSTOP)
-				next, err := a.waitLeader(fx.ctx, 30*time.Second, leader)
-				if err != nil {
-					_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
-					t.Error(err)
-					return time.Now(), err.Error()
-				}
-				failover := time.Since(from)
-				if held := time.Since(from); held < 3*leaseDuration {
-					time.Sleep(3*leaseDuration - held)
-				}
-				resumed := time.Now()
-				_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
-				exit := "still running 20 s after SIGCONT"
-				select {
-				case <-leader.p.Done():
-					exit = fmt.Sprintf("exited %v after SIGCONT (code %d)", time.Since(resumed).Round(100*time.Millisecond), exitCode(leader.p))
-				case <-time.After(20 * time.Second):
-					t.Errorf("the resumed stale leader is still running 20 s after SIGCONT")
-				}
-				time.Sleep(flipEvery)
-				writes, doubles, stale := a.doubleWrites(t, from, time.Now(), leader.user, resumed)
-				if doubles > 0 || stale > 0 {
-					t.Errorf("%d double /scale writes, %d by the resumed stale leader", doubles, stale)
-				}
-				if writes == 0 {
-					t.Errorf("no /scale write during the pause: the new leader did not scale (the fault proves nothing)")
-				}
-				return resumed, fmt.Sprintf("failover %v (%s took the lease); paused %v; resumed leader %s; /scale writes %d, double %d, by the stale leader after resume %d",
-					failover.Round(100*time.Millisecond), next.name, resumed.Sub(from).Round(100*time.Millisecond), exit, writes, doubles, stale)
-			}},
+		{name: "autoscaler-leader-paused", does: "The autoscaler leader is stopped with SIGSTOP for 3 lease durations (the other replica takes the lease), then resumed with SIGCONT: it must write nothing more, neither /scale (fencing) nor the Lease (no release of a lease it lost), and exit; the live leader must keep leading.",
+			inject: func(t *testing.T, fx *faultRun) (time.Time, string) { return pausedLeader(t, fx, as(t, fx.s)) }},
 	}
 }
 
@@ -388,4 +357,110 @@ func (s *stack) autoscalers(t *testing.T) *autoscalers {
 		s.as = s.startAutoscalers(t, ctx)
 	}
 	return s.as
+}
+
+// pausedLeader pauses the leader past its lease, resumes it once the other
+// replica leads, and checks what the stale leader wrote (audit log: /scale
+// and the Lease) and that the live leader keeps running and leading.
+func pausedLeader(t *testing.T, fx *faultRun, a *autoscalers) (time.Time, string) {
+	leader := a.leader(t, fx.ctx)
+	from := time.Now()
+	_ = syscall.Kill(leader.p.Pid(), syscall.SIGSTOP)
+	next, err := a.waitLeader(fx.ctx, 30*time.Second, leader)
+	if err != nil {
+		_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
+		t.Error(err)
+		return time.Now(), err.Error()
+	}
+	failover := time.Since(from)
+	if held := time.Since(from); held < 3*leaseDuration {
+		time.Sleep(3*leaseDuration - held)
+	}
+	// The resumed process finds its connection to kube-apiserver silent
+	// (a resumed VM's network) for longer than the renew deadline (3 s):
+	// the renewal in flight fails without reading the Lease, so client-go's
+	// release runs on the record observed before the pause in every run,
+	// not only when that race goes so. The release's own read (timeout:
+	// the renew deadline, from the renewal's failure or from the fence
+	// stopping the workers about 1 s after SIGCONT) gets through at 3.5 s.
+	leader.gate.hold()
+	resumed := time.Now()
+	_ = syscall.Kill(leader.p.Pid(), syscall.SIGCONT)
+	time.Sleep(3500 * time.Millisecond)
+	leader.gate.release()
+	exit := "still running 20 s after SIGCONT"
+	select {
+	case <-leader.p.Done():
+		exit = fmt.Sprintf("exited %v after SIGCONT (code %d)", time.Since(resumed).Round(100*time.Millisecond), exitCode(leader.p))
+	case <-time.After(20 * time.Second):
+		t.Errorf("the resumed stale leader is still running 20 s after SIGCONT")
+	}
+	// The live leader renews every retry period: 3 lease durations after
+	// the resume cover any conflict the stale leader's writes would cause.
+	if wait := 3*leaseDuration - time.Since(resumed); wait > 0 {
+		time.Sleep(wait)
+	}
+	live := "kept leading"
+	select {
+	case <-next.p.Done():
+		live = fmt.Sprintf("EXITED (code %d)", exitCode(next.p))
+		t.Errorf("the live leader %s exited after the stale leader resumed (code %d)", next.name, exitCode(next.p))
+	default:
+		if !next.leads(fx.ctx) {
+			live = "running but no longer leading"
+			t.Errorf("the live leader %s no longer leads after the stale leader resumed", next.name)
+		}
+	}
+	if wait := flipEvery - time.Since(resumed); wait > 0 {
+		time.Sleep(wait)
+	}
+	writes, doubles, stale := a.doubleWrites(t, from, time.Now(), leader.user, resumed)
+	if doubles > 0 || stale > 0 {
+		t.Errorf("%d double /scale writes, %d by the resumed stale leader", doubles, stale)
+	}
+	if writes == 0 {
+		t.Errorf("no /scale write during the pause: the new leader did not scale (the fault proves nothing)")
+	}
+	leaseWrites := fx.s.leaseWrites(t, leader.user, resumed)
+	if len(leaseWrites) > 0 {
+		t.Errorf("the resumed stale leader wrote the Lease %d times: %s", len(leaseWrites), strings.Join(leaseWrites, ", "))
+	}
+	if len(fx.s.leaseWrites(t, next.user, resumed)) == 0 {
+		t.Errorf("no renewal of the live leader in the audit log: the Lease check proves nothing")
+	}
+	a.start(t, leader.name+"-2", leader.user)
+	return resumed, fmt.Sprintf("failover %v (%s took the lease); paused %v; resumed leader %s; Lease writes by it after resume %d; live leader %s; /scale writes %d, double %d, by the stale leader after resume %d",
+		failover.Round(100*time.Millisecond), next.name, resumed.Sub(from).Round(100*time.Millisecond), exit, len(leaseWrites), live, writes, doubles, stale)
+}
+
+// leaseWrites lists the autoscaler Lease writes (any verb, any answer) by
+// user since a time, from the audit log: "verb code" each.
+func (s *stack) leaseWrites(t *testing.T, user string, since time.Time) []string {
+	t.Helper()
+	f, err := os.Open(s.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage           string                                     `json:"stage"`
+			Verb            string                                     `json:"verb"`
+			User            struct{ Username string }                  `json:"user"`
+			ObjectRef       struct{ Resource, Namespace, Name string } `json:"objectRef"`
+			ResponseStatus  struct{ Code int }                         `json:"responseStatus"`
+			RequestReceived time.Time                                  `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != user {
+			continue
+		}
+		if ev.ObjectRef.Resource != "leases" || ev.ObjectRef.Name != "promscaler-autoscaler" || ev.RequestReceived.Before(since) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %d", ev.Verb, ev.ResponseStatus.Code))
+	}
+	return out
 }

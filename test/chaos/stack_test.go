@@ -104,6 +104,11 @@ rules:
   resources:
   - group: "apps"
     resources: ["deployments/scale"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
 - level: None
 `
 
