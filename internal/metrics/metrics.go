@@ -132,6 +132,12 @@ type Metrics struct {
 	PrometheusUp       *prometheus.GaugeVec
 	PrometheusInFlight *prometheus.GaugeVec
 	PrometheusRejected *prometheus.CounterVec
+	// PrometheusMaxSampleAge is the backend's maximum sample age in seconds
+	// (0: off), and StaleSamplesDropped counts the samples of its answers
+	// the client dropped as older than the maximum age in force (the
+	// backend's or the rule's). Labels: backend.
+	PrometheusMaxSampleAge *prometheus.GaugeVec
+	StaleSamplesDropped    *prometheus.CounterVec
 
 	// APIRequests counts requests served by the API server. Labels: api
 	// (APICustom, APIExternal, APIResource, APIOther), code (HTTP status).
@@ -193,6 +199,10 @@ func New() *Metrics {
 			"Requests to the backend awaiting their answer. Labels: backend.", "backend"),
 		PrometheusRejected: f.counterVec("prometheus", "rejected_requests_total",
 			"Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached). Labels: backend, reason.", "backend", "reason"),
+		PrometheusMaxSampleAge: f.gaugeVec("prometheus", "max_sample_age_seconds",
+			"The backend's maximum sample age (--prometheus-max-sample-age, max_sample_age): a sample older is no value. 0: off. A rule's maxSampleAge overrides it for its queries. Labels: backend.", "backend"),
+		StaleSamplesDropped: f.counterVec("prometheus", "stale_samples_dropped_total",
+			"Samples of instant query answers dropped by the adapter as older than the maximum sample age in force (the rule's or the backend's), in addition to what the backend's lookback_delta already left out. Labels: backend.", "backend"),
 		APIRequests: f.counterVec("api", "requests_total",
 			"Requests served by the API server by metrics API and HTTP code.", "api", "code"),
 		APIRequestDuration: f.histogramVec("api", "request_duration_seconds",

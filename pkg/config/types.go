@@ -59,6 +59,12 @@ type DiscoveryRule struct {
 	// backend the rule discovers its series in and queries (--backends-config);
 	// "" (and "default") is the backend of the --prometheus-* flags.
 	Backend string `yaml:"backend,omitempty"`
+
+	// MaxSampleAge is a promscaler addition: a Prometheus duration (e.g.
+	// "2m"); a sample older than it is no value, so the request answers
+	// as if the series had none. Empty means the backend's
+	// (--prometheus-max-sample-age, max_sample_age; off by default).
+	MaxSampleAge string `yaml:"maxSampleAge,omitempty"`
 }
 
 // RegexFilter keeps series whose name matches Is, or drops those matching
@@ -146,6 +152,8 @@ type ExternalQuery struct {
 	NaNAsZero *bool `yaml:"nanAsZero,omitempty"`
 	// Backend is the backend the query is sent to, as DiscoveryRule.Backend.
 	Backend string `yaml:"backend,omitempty"`
+	// MaxSampleAge is as DiscoveryRule.MaxSampleAge.
+	MaxSampleAge string `yaml:"maxSampleAge,omitempty"`
 }
 
 // NaNIsZero resolves a rule's or externalQueries entry's nanAsZero

@@ -204,6 +204,7 @@ func (ch *checker) rule(path string, r *DiscoveryRule, external bool) {
 		ch.externalNamespace(path, r)
 	}
 	ch.quantity(KeyPath(path, "defaultValue"), r.DefaultValue)
+	ch.maxSampleAge(KeyPath(path, "maxSampleAge"), r.MaxSampleAge)
 }
 
 // externalNamespace warns about a namespaced external rule (the default)
@@ -539,4 +540,5 @@ func (ch *checker) externalQuery(path string, q *ExternalQuery) {
 		}
 	}
 	ch.quantity(KeyPath(path, "defaultValue"), q.DefaultValue)
+	ch.maxSampleAge(KeyPath(path, "maxSampleAge"), q.MaxSampleAge)
 }

@@ -56,6 +56,9 @@ type Backend struct {
 	// Guard bounds the requests to the backend: concurrency and the
 	// breaker (zero values: the defaults).
 	Guard GuardConfig
+	// MaxSampleAge, when positive, makes a sample older than it no value
+	// (Config.MaxSampleAge); a rule's maxSampleAge overrides it.
+	MaxSampleAge time.Duration
 	// Auth is a managed Prometheus' cloud authentication (SigV4, Entra ID,
 	// Google), at most one, instead of HTTP's authorization.
 	Auth CloudAuth
@@ -75,7 +78,9 @@ func NewForBackend(b Backend, m *metrics.Metrics, arrival ArrivalFunc) (*Client,
 	if err != nil {
 		return nil, err
 	}
+	m.PrometheusMaxSampleAge.WithLabelValues(nameOr(b.Name)).Set(b.MaxSampleAge.Seconds())
 	return New(Config{
+		MaxSampleAge:   b.MaxSampleAge,
 		Backend:        b.Name,
 		Guard:          guard,
 		Address:        b.URL,

@@ -66,6 +66,9 @@ type BackendEntry struct {
 	MaxInFlight     *int           `yaml:"max_in_flight,omitempty"`
 	BreakerFailures *int           `yaml:"breaker_failures,omitempty"`
 	BreakerOpen     model.Duration `yaml:"breaker_open,omitempty"`
+	// MaxSampleAge makes a sample older than it no value; absent means
+	// --prometheus-max-sample-age's (0: off).
+	MaxSampleAge *model.Duration `yaml:"max_sample_age,omitempty"`
 	// SigV4, AzureAD and Google are a managed Prometheus' cloud
 	// authentication (CloudAuth), at most one, instead of authorization,
 	// basic_auth or oauth2.
@@ -183,6 +186,7 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 		CoalesceWindow: base.CoalesceWindow,
 		Compression:    base.Compression,
 		Guard:          base.Guard,
+		MaxSampleAge:   base.MaxSampleAge,
 		Auth:           CloudAuth{SigV4: e.SigV4, AzureAD: e.AzureAD, Google: e.Google},
 	}
 	if u, err := url.Parse(e.URL); err != nil {
@@ -197,6 +201,9 @@ func (e *BackendEntry) backend(base Backend, n *yaml.Node) (Backend, []problem) 
 		b.Timeout = time.Duration(e.Timeout)
 	}
 	e.guard(&b.Guard, add)
+	if e.MaxSampleAge != nil {
+		b.MaxSampleAge = time.Duration(*e.MaxSampleAge)
+	}
 	if e.Verb != "" {
 		b.Verb = strings.ToUpper(e.Verb)
 		if b.Verb != http.MethodGet && b.Verb != http.MethodPost {
@@ -268,7 +275,7 @@ func (e *BackendEntry) guard(g *GuardConfig, add func(key, format string, args .
 }
 
 // durationKeys are the entry keys holding a duration.
-var durationKeys = []string{"timeout", "breaker_open"}
+var durationKeys = []string{"timeout", "breaker_open", "max_sample_age"}
 
 // checkDurations reports each duration key of the entries whose value does
 // not parse, at its line: the YAML decoder's error for it carries none.

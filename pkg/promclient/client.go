@@ -130,6 +130,10 @@ type Config struct {
 	// Guard, when set, bounds the requests to the backend (see Guard): it
 	// wraps HTTPClient's transport.
 	Guard *Guard
+	// MaxSampleAge, when positive, is the backend's maximum sample age: a
+	// sample older is no value (see WithMaxSampleAge, which overrides it
+	// per call). Zero (the default) is off.
+	MaxSampleAge time.Duration
 }
 
 // ArrivalFunc returns when the request a call serves reached the server
@@ -159,6 +163,10 @@ type Client struct {
 	metrics  *metrics.Metrics
 	arrival  ArrivalFunc
 	guard    *Guard
+	// sampleAge is Config.MaxSampleAge; clock stamps the evaluation of
+	// "now" queries for it.
+	sampleAge time.Duration
+	clock     clock.PassiveClock
 }
 
 // New builds a Client from cfg.
@@ -227,6 +235,9 @@ func New(cfg Config) (*Client, error) {
 		metrics:  m,
 		arrival:  cfg.ArrivalTime,
 		guard:    cfg.Guard,
+
+		sampleAge: cfg.MaxSampleAge,
+		clock:     clk,
 	}, nil
 }
 
@@ -262,13 +273,18 @@ func (c *Client) QuerySamples(ctx context.Context, query string, ts time.Time) (
 			sh.arrived = t
 		}
 	}
-	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, query)
-	return callAs(ctx, c, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (Samples, v1.Warnings, error) {
+	age := c.maxSampleAge(ctx)
+	key := cacheKey(metrics.EndpointQuery, c.timeout, ts, time.Time{}, sampleAgeKeyParts(query, age)...)
+	smps, err := callAs(ctx, c, metrics.EndpointQuery, query, key, sh, func(ctx context.Context) (Samples, v1.Warnings, error) {
 		if st, _ := ctx.Value(requestStateKey{}).(*requestState); st != nil {
 			st.arrived = sh.arrived
 		}
-		return c.query(ctx, query, ts)
+		return c.query(ctx, query, ts, age)
 	})
+	if err != nil || age <= 0 {
+		return smps, err
+	}
+	return c.dropStale(smps, ts, age), nil
 }
 
 // Series implements SeriesLister.
@@ -396,9 +412,10 @@ const queryPath = "/api/v1/query"
 // query sends an instant query and decodes the answer with the streaming
 // decoder (decodeQuery); requests and errors are those of client_golang's
 // v1 API Query followed by toVector.
-func (c *Client) query(ctx context.Context, query string, ts time.Time) (Samples, v1.Warnings, error) {
+func (c *Client) query(ctx context.Context, query string, ts time.Time, maxSampleAge time.Duration) (Samples, v1.Warnings, error) {
 	args := c.queryURL.Query()
 	args.Set("query", query)
+	setLookbackDelta(args, maxSampleAge)
 	if !ts.IsZero() {
 		args.Set("time", formatTime(ts))
 	}

@@ -70,6 +70,10 @@ type Options struct {
 	MaxInFlight     int
 	BreakerFailures int
 	BreakerOpen     time.Duration
+	// MaxSampleAge makes a sample of the default backend older than it no
+	// value (0: off); the backends file's entries take it unless they set
+	// max_sample_age.
+	MaxSampleAge time.Duration
 	// Cloud is the default backend's cloud authentication (CloudAuth):
 	// the --prometheus-auth-sigv4, --prometheus-auth-azure and
 	// --prometheus-auth-google flags and theirs.
@@ -126,6 +130,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxInFlight, "prometheus-max-in-flight", o.MaxInFlight, "Requests in flight to Prometheus at most; one more is answered 503 at once, so that a stalled Prometheus cannot hold every request slot of the adapter. 0: no bound. A --backends-config entry takes it unless it sets max_in_flight.")
 	fs.IntVar(&o.BreakerFailures, "prometheus-breaker-failures", o.BreakerFailures, "Consecutive timeouts or connection errors after which Prometheus is marked down: its requests are answered 503 at once until a probe request gets an answer. 0: never marked down. A --backends-config entry takes it unless it sets breaker_failures.")
 	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request, and again after each failed probe (never longer: Prometheus is asked again within this time of its return). A --backends-config entry takes it unless it sets breaker_open.")
+	fs.DurationVar(&o.MaxSampleAge, "prometheus-max-sample-age", o.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
 	o.Cloud.addFlags(fs)
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
@@ -161,6 +166,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.BreakerFailures < 0 {
 		add("--prometheus-breaker-failures %d: must not be negative (0: never marked down)", o.BreakerFailures)
+	}
+	if o.MaxSampleAge < 0 {
+		add("--prometheus-max-sample-age %v: must not be negative (0: off)", o.MaxSampleAge)
 	}
 	if o.BreakerOpen <= 0 {
 		add("--prometheus-breaker-open %v: must be positive", o.BreakerOpen)
@@ -242,6 +250,7 @@ func (o *Options) Backend() (Backend, error) {
 		CoalesceWindow:  o.CoalesceWindow,
 		Compression:     o.Compression,
 		Guard:           guardLimits(o.MaxInFlight, o.BreakerFailures, o.BreakerOpen),
+		MaxSampleAge:    o.MaxSampleAge,
 		inClusterConfig: o.inClusterConfig,
 	}
 	b.HTTP.ProxyFromEnvironment = true

@@ -277,7 +277,9 @@ func (p *Provider) query(ctx context.Context, what, backend string, render func(
 	if err != nil {
 		return q, nil, err
 	}
-	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
+	// A sample older than the rule's maxSampleAge (else the backend's) is
+	// no value: the answer lacks it, as a series without a sample.
+	smps, err := querier.QuerySamples(promclient.WithMaxSampleAge(ctx, q.MaxSampleAge), q.Expr, time.Time{})
 	if err != nil {
 		return q, nil, apistatus.FromError(ctx, what, err)
 	}

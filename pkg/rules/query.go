@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -83,6 +84,9 @@ type Query struct {
 	// resource (CustomRequest.AllObjects, or MaxBytes exceeded): the
 	// caller keeps the objects it wants.
 	AllObjects bool
+	// MaxSampleAge is the rule's maxSampleAge (0: the backend's): the
+	// caller sends it with the query (promclient.WithMaxSampleAge).
+	MaxSampleAge time.Duration
 }
 
 // allObjectsRegexp is .LabelValuesByName for the resource label of an

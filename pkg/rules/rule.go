@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,6 +70,7 @@ type Rule struct {
 	namespaced   bool // external rules: apply the namespace matcher
 	defaultValue *string
 	nanAsZero    bool
+	maxSampleAge time.Duration
 	tenant       *tenancy.Enforcer // team rules only (RuleSet.ConfineTo)
 	backend      string
 }
@@ -117,6 +119,9 @@ func (r *Rule) DefaultValue() (string, bool) {
 // NaNAsZero reports whether a NaN sample of the rule is answered as 0
 // (nanAsZero of the rule, else of the configuration, default true).
 func (r *Rule) NaNAsZero() bool { return r.nanAsZero }
+
+// MaxSampleAge returns the rule's maxSampleAge; 0 means the backend's.
+func (r *Rule) MaxSampleAge() time.Duration { return r.maxSampleAge }
 
 // Backend returns the name of the backend the rule discovers its series in
 // and queries (config.DefaultBackend when the rule names none).
@@ -172,6 +177,7 @@ func (r *Rule) QueryForSeries(req CustomRequest) (Query, error) {
 	if err != nil {
 		return Query{}, err
 	}
+	q.MaxSampleAge = r.maxSampleAge
 	return r.confine(q)
 }
 
@@ -215,7 +221,7 @@ func (r *Rule) QueryForExternalSeries(req ExternalRequest) (Query, error) {
 	if err != nil {
 		return Query{}, err
 	}
-	return r.confine(Query{Expr: expr, NamespaceLabel: nsLabel})
+	return r.confine(Query{Expr: expr, NamespaceLabel: nsLabel, MaxSampleAge: r.maxSampleAge})
 }
 
 // checkRequest checks what every query of the rule needs: that the rule

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -55,6 +56,10 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 				continue
 			}
 			r.nanAsZero = cfg.NaNIsZero(rc.NaNAsZero)
+			if r.maxSampleAge, err = config.ParseMaxSampleAge(rc.MaxSampleAge); err != nil {
+				errs = append(errs, fmt.Errorf("%s.maxSampleAge: %w", r.path, err))
+				continue
+			}
 			r.file = s.file
 			*src.into = append(*src.into, r)
 		}
@@ -67,6 +72,10 @@ func Compile(cfg *config.Config, mapper meta.RESTMapper) (*RuleSet, error) {
 			continue
 		}
 		q.nanAsZero = cfg.NaNIsZero(qc.NaNAsZero)
+		if q.maxSampleAge, err = config.ParseMaxSampleAge(qc.MaxSampleAge); err != nil {
+			errs = append(errs, fmt.Errorf("%s.maxSampleAge: %w", q.path, err))
+			continue
+		}
 		if prev, dup := seen[q.name]; dup {
 			errs = append(errs, fmt.Errorf("%s.name: %q is already served by %s", q.path, q.name, prev))
 			continue
@@ -214,6 +223,7 @@ type ExternalQuery struct {
 	defaultValue *string
 	nanAsZero    bool
 	backend      string
+	maxSampleAge time.Duration
 }
 
 func compileExternalQuery(i int, c config.ExternalQuery) (*ExternalQuery, error) {
@@ -247,6 +257,9 @@ func (q *ExternalQuery) Path() string { return q.path }
 // Backend returns the name of the backend the query is sent to.
 func (q *ExternalQuery) Backend() string { return q.backend }
 
+// MaxSampleAge returns the entry's maxSampleAge; 0 means the backend's.
+func (q *ExternalQuery) MaxSampleAge() time.Duration { return q.maxSampleAge }
+
 // Name returns the external metric name served.
 func (q *ExternalQuery) Name() string { return q.name }
 
@@ -276,5 +289,5 @@ func (q *ExternalQuery) Query(req ExternalRequest) (Query, error) {
 	if err != nil {
 		return Query{}, fmt.Errorf("%s.query: %w", q.path, err)
 	}
-	return Query{Expr: expr, NamespaceLabel: nsLabel}, nil
+	return Query{Expr: expr, NamespaceLabel: nsLabel, MaxSampleAge: q.maxSampleAge}, nil
 }

@@ -613,13 +613,16 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	fmt.Fprintln(stdout, res.Query.Expr)
+	if client != nil && res.Query.MaxSampleAge == 0 && client.MaxSampleAge() > 0 {
+		res.Notes = append(res.Notes, explain.SampleAgeNote("backend "+client.Backend()+", --prometheus-max-sample-age", client.MaxSampleAge()))
+	}
 	for _, n := range res.Notes {
 		t.errorf("%s", n)
 	}
 	if !f.run {
 		return exitOK
 	}
-	smps, err := client.QuerySamples(ctx, res.Query.Expr, time.Time{})
+	smps, err := client.QuerySamples(promclient.WithMaxSampleAge(ctx, res.Query.MaxSampleAge), res.Query.Expr, time.Time{})
 	if err != nil {
 		t.errorf("explain: running the query: %v", err)
 		return exitFail

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/labels"
@@ -76,10 +77,24 @@ func Explain(in Input, req Request) (*Result, error) {
 		return nil, errors.New("no rule set")
 	}
 	idx := discovery.BuildIndex(in.Series, discovery.IndexOptions{Scoper: in.Scoper})
+	var res *Result
+	var err error
 	if req.External {
-		return explainExternal(in, idx, req)
+		res, err = explainExternal(in, idx, req)
+	} else {
+		res, err = explainCustom(in, idx, req)
 	}
-	return explainCustom(in, idx, req)
+	if err == nil && res.Query.MaxSampleAge > 0 {
+		res.Notes = append(res.Notes, SampleAgeNote(res.Source, res.Query.MaxSampleAge))
+	}
+	return res, err
+}
+
+// SampleAgeNote says what maximum sample age a query is sent with and
+// whose it is (the rule's, source naming it, or the backend's).
+func SampleAgeNote(whose string, age time.Duration) string {
+	return fmt.Sprintf("maxSampleAge %s (%s): a sample older is no value (sent as lookback_delta=%gs and checked on the answer's timestamps)",
+		model.Duration(age), whose, age.Seconds())
 }
 
 func explainCustom(in Input, idx *discovery.Index, req Request) (*Result, error) {

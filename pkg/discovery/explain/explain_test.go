@@ -41,6 +41,9 @@ externalRules:
 externalQueries:
 - name: fixed
   query: 'vector(1)'
+- name: fresh
+  query: 'queue_depth{<<.LabelMatchers>>}'
+  maxSampleAge: 45s
 `
 
 func input(t *testing.T, series ...model.LabelSet) Input {
@@ -108,6 +111,15 @@ func TestExplain(t *testing.T) {
 			req:       Request{External: true, Metric: "fixed", Namespace: "a", MetricSelector: sel},
 			wantQuery: `vector(1)`,
 			wantNotes: []string{`external metric "fixed" in namespace "a": served by externalQueries[0] (a fixed query, no discovery)`},
+		},
+		{
+			name:      "externalQueries entry with a maximum sample age",
+			req:       Request{External: true, Metric: "fresh", Namespace: "a"},
+			wantQuery: `queue_depth{}`,
+			wantNotes: []string{
+				`external metric "fresh" in namespace "a": served by externalQueries[1] (a fixed query, no discovery)`,
+				`maxSampleAge 45s (externalQueries[1]): a sample older is no value (sent as lookback_delta=45s and checked on the answer's timestamps)`,
+			},
 		},
 	}
 	for _, tc := range tests {
