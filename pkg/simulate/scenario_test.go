@@ -262,3 +262,29 @@ steps: [{at: 0s}]
 		t.Fatalf("err = %v, want the unknown annotation with a suggestion", err)
 	}
 }
+
+// TestActivationAtMinReplicasZeroRefused: with minReplicas 0,
+// kube-controller-manager owns scale to zero; a scenario asking promscaler
+// for it is refused with the annotation's message, as the controller's
+// status would say.
+func TestActivationAtMinReplicasZeroRefused(t *testing.T) {
+	_, err := Parse([]byte(`hpa:
+  metadata:
+    name: worker
+    annotations: {promscaler.io/activation-metric: queue}
+  spec:
+    scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: worker}
+    minReplicas: 0
+    maxReplicas: 10
+    metrics:
+      - type: External
+        external:
+          metric: {name: queue}
+          target: {type: AverageValue, averageValue: "10"}
+target: {replicas: 1}
+steps: [{at: 0s, metrics: {queue: {value: "5"}}}]
+`))
+	if err == nil || !strings.Contains(err.Error(), `line 4: hpa.metadata.annotations["promscaler.io/activation-metric"]: the HPA's minReplicas is 0: kube-controller-manager (HPAScaleToZero) scales it to zero`) {
+		t.Fatalf("err = %v, want the activation annotation refused at minReplicas 0", err)
+	}
+}
