@@ -97,6 +97,9 @@ func parseTemplate(name, text string) (*template.Template, *templateProblem) {
 	if cycle := findCycle(calls); cycle != "" {
 		return nil, &templateProblem{Msg: fmt.Sprintf("template %q calls itself; recursion is not allowed in query templates", cycle), Col: -1}
 	}
+	if p := checkBounds(t); p != nil {
+		return nil, p
+	}
 	return t, nil
 }
 

@@ -30,6 +30,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -50,6 +51,10 @@ const (
 	ReasonLoaded   = "RulesLoaded"
 	ReasonRejected = "RulesRejected"
 )
+
+// loadWorkers is how many ConfigMaps load at once: one ConfigMap's load
+// (however long) never holds up another's, nor its deletion.
+const loadWorkers = 4
 
 // maxEventMessage bounds an event's message (the API server refuses
 // longer notes of events.k8s.io; core events are kept as short).
@@ -114,6 +119,8 @@ type Watcher struct {
 	recorder record.EventRecorder
 	bcast    record.EventBroadcaster
 	clock    clock.PassiveClock
+	// load compiles a ConfigMap's rules (Load; a test may slow it down).
+	load func(*corev1.ConfigMap) (*rules.RuleSet, []string, error)
 
 	mu     sync.Mutex
 	states map[string]*state
@@ -139,6 +146,9 @@ func New(cfg Config) (*Watcher, error) {
 		metrics: cfg.Metrics, rejected: g, recorder: cfg.Recorder, clock: cfg.Clock,
 		states: map[string]*state{},
 	}
+	w.load = func(cm *corev1.ConfigMap) (*rules.RuleSet, []string, error) {
+		return Load(cm, w.mapper, w.opts.NamespaceLabel, w.backends)
+	}
 	w.opts.Namespaces = slices.Clone(cfg.Namespaces)
 	if w.clock == nil {
 		w.clock = clock.RealClock{}
@@ -150,62 +160,90 @@ func New(cfg Config) (*Watcher, error) {
 	return w, nil
 }
 
-// Run watches the ConfigMaps until ctx ends.
+// Run watches the ConfigMaps until ctx ends. The informers' handlers only
+// queue a ConfigMap's key; loadWorkers workers load them, each key by one
+// worker at a time, so a slow load holds up no other ConfigMap.
 func (w *Watcher) Run(ctx context.Context) {
 	if w.bcast != nil {
 		w.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.client.CoreV1().Events("")})
 		defer w.bcast.Shutdown()
 	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "team-rules"})
+	factories, stores, err := w.informers(queue)
+	if err != nil {
+		klog.ErrorS(err, "Team rules: adding the ConfigMap handler")
+		return
+	}
+	klog.InfoS("Watching team rules ConfigMaps", "selector", Selector, "namespaces", w.opts.Namespaces, "namespaceLabel", w.opts.NamespaceLabel)
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	var wg sync.WaitGroup
+	for range loadWorkers {
+		wg.Go(func() {
+			for w.processNext(queue, stores) {
+			}
+		})
+	}
+	<-ctx.Done()
+	queue.ShutDown()
+	for _, f := range factories {
+		f.Shutdown()
+	}
+	wg.Wait()
+}
+
+// informers builds one informer per watched namespace, queueing the key of
+// every labelled ConfigMap added, changed or deleted.
+func (w *Watcher) informers(queue workqueue.TypedRateLimitingInterface[string]) ([]informers.SharedInformerFactory, []cache.Store, error) {
 	namespaces := w.opts.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			queue.Add(key)
+		}
+	}
 	var factories []informers.SharedInformerFactory
+	var stores []cache.Store
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector }))
 		inf := f.Core().V1().ConfigMaps().Informer()
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.onChange(obj) },
-			UpdateFunc: func(_, obj any) { w.onChange(obj) },
-			DeleteFunc: w.onDelete,
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
+			DeleteFunc: enqueue,
 		}); err != nil {
-			klog.ErrorS(err, "Team rules: adding the ConfigMap handler", "namespace", ns)
-			return
+			return nil, nil, fmt.Errorf("namespace %q: %w", ns, err)
 		}
 		factories = append(factories, f)
+		stores = append(stores, inf.GetStore())
 	}
-	klog.InfoS("Watching team rules ConfigMaps", "selector", Selector, "namespaces", w.opts.Namespaces, "namespaceLabel", w.opts.NamespaceLabel)
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
-	for _, f := range factories {
-		f.WaitForCacheSync(ctx.Done())
-	}
-	<-ctx.Done()
-	for _, f := range factories {
-		f.Shutdown()
-	}
+	return factories, stores, nil
 }
 
-func (w *Watcher) onChange(obj any) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return
+// processNext loads (or removes) the next queued ConfigMap; false once the
+// queue is shut down.
+func (w *Watcher) processNext(queue workqueue.TypedRateLimitingInterface[string], stores []cache.Store) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
 	}
-	w.Apply(cm)
-}
-
-func (w *Watcher) onDelete(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+	defer queue.Done(key)
+	for _, s := range stores {
+		if obj, ok, err := s.GetByKey(key); err == nil && ok {
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				w.Apply(cm)
+				return true
+			}
+		}
 	}
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return
-	}
-	w.Remove(cm.Namespace + "/" + cm.Name)
+	w.Remove(key)
+	return true
 }
 
 // Apply loads a ConfigMap's rules and hands them to the sink, unless its
@@ -214,6 +252,12 @@ func (w *Watcher) onDelete(obj any) {
 func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 	key := cm.Namespace + "/" + cm.Name
 	sum := dataSum(cm)
+	if !w.changed(key, sum) {
+		return
+	}
+	// Loaded without the lock: another ConfigMap's load or removal does
+	// not wait for this one.
+	rs, warnings, err := w.load(cm)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.states[key]
@@ -221,10 +265,6 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 		st = &state{}
 		w.states[key] = st
 	}
-	if (st.serving && sum == st.inService) || (st.hasRej && sum == st.rejected) {
-		return
-	}
-	rs, warnings, err := Load(cm, w.mapper, w.opts.NamespaceLabel, w.backends)
 	if err == nil {
 		err = w.sink.SetTeam(key, rs)
 	}
@@ -251,6 +291,15 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 	msg := fmt.Sprintf("%d custom and %d external rules serve namespace %s", len(rs.CustomRules()), len(rs.ExternalRules()), cm.Namespace)
 	klog.InfoS("Team rules loaded", "configmap", klog.KObj(cm), "custom", len(rs.CustomRules()), "external", len(rs.ExternalRules()))
 	w.recorder.Event(cm, corev1.EventTypeNormal, ReasonLoaded, msg)
+}
+
+// changed reports whether sum is neither the data in service for key nor
+// data already refused.
+func (w *Watcher) changed(key string, sum [sha256.Size]byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.states[key]
+	return st == nil || !((st.serving && sum == st.inService) || (st.hasRej && sum == st.rejected))
 }
 
 // Remove takes a deleted (or unlabelled) ConfigMap's rules out of service.

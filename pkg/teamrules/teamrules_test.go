@@ -2,6 +2,7 @@ package teamrules
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +220,67 @@ func TestRunWatchesLabelledConfigMaps(t *testing.T) {
 			t.Fatalf("after the deletion published %v", pub.last())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// One ConfigMap's load never holds up another's (issue 32: a team's
+// template bomb blocked the watcher, other teams' new ConfigMaps never
+// loaded): with a's load stuck, b's new ConfigMap is served.
+func TestSlowLoadDoesNotBlockOthers(t *testing.T) {
+	pub := &published{}
+	client := fake.NewClientset(configMap("a", "rules", map[string]string{"rules.yaml": goodRules}))
+	w, err := New(Config{Client: client, Mapper: kubemapper.New(),
+		Sink: NewCombiner(baseRules(t), pub.publish), Metrics: metrics.New(), Recorder: record.NewFakeRecorder(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck, release := make(chan struct{}), make(chan struct{})
+	load := w.load
+	w.load = func(cm *corev1.ConfigMap) (*rules.RuleSet, []string, error) {
+		if cm.Namespace == "a" {
+			close(stuck)
+			<-release
+		}
+		return load(cm)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	defer close(release)
+	<-stuck
+	if _, err := client.CoreV1().ConfigMaps("b").Create(ctx, configMap("b", "rules", map[string]string{"rules.yaml": goodRules}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"configmap/b/rules/rules.yaml:rules[0] tenant=b", "/etc/adapter/config.yaml:rules[0] tenant="}
+	deadline := time.Now().Add(30 * time.Second)
+	for !cmp.Equal(want, pub.last()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("with a's load stuck, published %v, want b's rules served", pub.last())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A team ConfigMap whose metricsQuery is a define-template bomb (issue 32:
+// 2^depth calls, hours to load) is refused at once with a RulesRejected
+// event naming the place.
+func TestTemplateBombRejected(t *testing.T) {
+	w, pub, rec, _ := newTestWatcher(t, Options{})
+	var bomb strings.Builder
+	bomb.WriteString(`<<define "t0">><<end>>`)
+	for i := 1; i <= 60; i++ {
+		fmt.Fprintf(&bomb, `<<define "t%d">><<template "t%d">><<template "t%d">><<end>>`, i, i-1, i-1)
+	}
+	bomb.WriteString(`sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)<<if eq .Series "x">><<template "t60">><<end>>`)
+	data := strings.Replace(goodRules, "metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)", "metricsQuery: '"+bomb.String()+"'", 1)
+	w.Apply(configMap("a", "bomb", map[string]string{"rules.yaml": data}))
+	if len(pub.sets) != 0 {
+		t.Errorf("the bomb published rules")
+	}
+	ev := events(rec)
+	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning RulesRejected team rules ConfigMap a/bomb rejected, no previous version is in service: configmap/a/bomb/rules.yaml:7:") ||
+		!strings.Contains(ev[0], "more than 1000 template calls") {
+		t.Errorf("events %q, want one RulesRejected naming configmap/a/bomb/rules.yaml:7 and the bound", ev)
 	}
 }
