@@ -61,10 +61,13 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		return nil, err
 	}
 	readiness := disc.Checker()
+	ours := ourMetrics{disc: disc, mapper: mapper}
 	providers := &Providers{
-		Custom:   p,
-		External: p,
-		Ready:    func() error { return readiness.Check(nil) },
+		Custom:     p,
+		External:   p,
+		Ours:       ours,
+		OurMetrics: ours.list,
+		Ready:      func() error { return readiness.Check(nil) },
 		Run: func(ctx context.Context) {
 			var wg sync.WaitGroup
 			wg.Go(func() { objects.Run(ctx) })

@@ -34,6 +34,7 @@ import (
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/downstream"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/rules"
@@ -62,6 +63,11 @@ type Providers struct {
 	// (rules.Load), in place of the startup ones (hot reload). It returns
 	// an error, and keeps the rules in service, when it cannot.
 	ApplyConfig func(*rules.RuleSet) error
+	// Ours and OurMetrics say, from memory, which metrics Custom and
+	// External serve, for the downstream metrics servers behind them
+	// (Config.DownstreamConfig). Nil: downstreams cannot be configured.
+	Ours       downstream.Ours
+	OurMetrics downstream.OurMetrics
 }
 
 // ProviderDeps is what the server hands the providers factory.
@@ -138,6 +144,10 @@ type Config struct {
 	// TeamRules, when set, also serves the rules of the team rules
 	// ConfigMaps, each confined to its namespace (--team-rules).
 	TeamRules *teamrules.Options
+	// DownstreamConfig, when set, is the file of the downstream metrics
+	// servers (pkg/downstream) put behind the providers: the metrics they
+	// list and promscaler does not serve are forwarded to them.
+	DownstreamConfig string
 
 	// NewProviders builds the metrics providers; nil means DefaultProviders.
 	// Tests replace it with fakes.
@@ -226,6 +236,10 @@ func (c *Config) Complete() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	downstreamDetails, err := c.addDownstreams(providers, m)
+	if err != nil {
+		return nil, err
+	}
 	apiServer, err := c.newAPIServer(providers, m)
 	if err != nil {
 		return nil, err
@@ -253,7 +267,7 @@ func (c *Config) Complete() (*Server, error) {
 	if s.watcher != nil {
 		rejected = s.watcher.Rejected
 	}
-	details = readinessDetails(backends.Guards(), rejected)
+	details = joinDetails(readinessDetails(backends.Guards(), rejected), downstreamDetails)
 	return s, nil
 }
 

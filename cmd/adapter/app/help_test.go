@@ -32,6 +32,7 @@ func TestFlagSections(t *testing.T) {
 		"discovery-strategy":           sectionDiscovery,
 		"config":                       sectionRules,
 		"team-rules":                   sectionRules,
+		"downstream-config":            sectionDownstream,
 		"secure-port":                  sectionServing,
 		"disable-http2":                sectionServing,
 		"authentication-kubeconfig":    sectionAuth,

@@ -75,6 +75,9 @@ type ServerOptions struct {
 	TeamRulesNamespaceLabel string
 	// SchedulesFile is --schedules-config (schedules.go).
 	SchedulesFile string
+	// DownstreamConfig is the file of the downstream metrics servers
+	// (--downstream-config), empty for none.
+	DownstreamConfig string
 
 	// flags is the flag set AddFlags registered on: klog's and
 	// component-base's logging flags keep their values there.
@@ -129,7 +132,7 @@ const (
 // --help prints.
 func (o *ServerOptions) Flags() cliflag.NamedFlagSets {
 	fss := cliflag.NamedFlagSets{NormalizeNameFunc: cliflag.WordSepNormalizeFunc}
-	for _, name := range []string{sectionPrometheus, sectionDiscovery, sectionRules, sectionServing, sectionAuth,
+	for _, name := range []string{sectionPrometheus, sectionDiscovery, sectionRules, sectionDownstream, sectionServing, sectionAuth,
 		sectionAudit, sectionAPIServer, sectionKube, sectionLogging} {
 		fss.FlagSet(name)
 	}
@@ -137,6 +140,7 @@ func (o *ServerOptions) Flags() cliflag.NamedFlagSets {
 	o.addDiscoveryFlags(fss.FlagSet(sectionDiscovery))
 	o.addRulesFlags(fss.FlagSet(sectionRules))
 	o.addScheduleFlags(fss.FlagSet(sectionRules))
+	o.addDownstreamFlags(fss.FlagSet(sectionDownstream))
 	o.addLibraryFlags(&fss)
 
 	serving := fss.FlagSet(sectionServing)
@@ -273,6 +277,7 @@ func (o *ServerOptions) Validate() []error {
 	}
 	errs = append(errs, o.validateTeamRules()...)
 	errs = append(errs, o.validateSchedules()...)
+	errs = append(errs, o.validateDownstream()...)
 	if o.Base.ClientQPS < 0 || o.Base.ClientBurst < 0 {
 		errs = append(errs, fmt.Errorf("--client-qps/--client-burst: must not be negative"))
 	}
@@ -323,6 +328,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		Discovery:             o.Discovery,
 		ClientCertCacheTTL:    o.ClientCertCacheTTL,
 		TeamRules:             o.teamRules(),
+		DownstreamConfig:      o.DownstreamConfig,
 		// The downward API's (deploy/base, the chart): Events go to the
 		// adapter's own Pod.
 		Pod: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},

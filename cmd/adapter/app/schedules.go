@@ -56,6 +56,7 @@ func (o *ServerOptions) scheduleProviders() (server.ProvidersFactory, error) {
 			return nil, err
 		}
 		p.External = &schedule.External{Next: p.External, Set: set, Clock: clock.RealClock{}}
+		p.Ours = oursAlso(p.Ours, func(metric string) bool { return set.Get(metric) != nil })
 		return p, nil
 	}, nil
 }
