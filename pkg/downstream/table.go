@@ -2,7 +2,12 @@ package downstream
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/klog/v2"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
@@ -186,4 +191,36 @@ func (t *table) unionExternal(ours []cmprovider.ExternalMetricInfo) []cmprovider
 		}
 	}
 	return out
+}
+
+// ParseDiscovery reads a saved discovery document of a downstream (the
+// output of kubectl get --raw /apis/GROUP/VERSION against it).
+func ParseDiscovery(data []byte) (*Discovered, error) {
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, fmt.Errorf("not a discovery document (APIResourceList): %w", err)
+	}
+	group, version, _ := strings.Cut(list.GroupVersion, "/")
+	switch group {
+	case Custom.Group():
+		return &Discovered{CustomVersion: version, Custom: customInfos(&list)}, nil
+	case External.Group():
+		return &Discovered{External: externalInfos(&list)}, nil
+	}
+	return nil, fmt.Errorf("groupVersion %q is neither %s nor %s", list.GroupVersion, Custom.Group(), External.Group())
+}
+
+// OverlapsOf lists the overlaps between promscaler's metrics and what the
+// downstreams of f list (by name), as Set.Overlaps would: for check-config.
+func OverlapsOf(f *File, listed map[string][]*Discovered, custom []cmprovider.CustomMetricInfo, external []cmprovider.ExternalMetricInfo) []Overlap {
+	members := map[string]*member{}
+	for _, s := range f.Downstreams {
+		d := &Discovered{}
+		for _, l := range listed[s.Name] {
+			d.Custom = append(d.Custom, l.Custom...)
+			d.External = append(d.External, l.External...)
+		}
+		members[s.Name] = &member{cfg: s, found: d}
+	}
+	return findOverlaps(buildTable(f, members), custom, external)
 }

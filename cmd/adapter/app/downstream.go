@@ -2,10 +2,17 @@ package app
 
 import (
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/downstream"
+	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 // sectionDownstream is the --help section of the downstream flags.
@@ -51,4 +58,81 @@ func oursAlso(ours downstream.Ours, names func(string) bool) downstream.Ours {
 		return nil
 	}
 	return externalAlso{Ours: ours, names: names}
+}
+
+// checkDownstream is check-config's --downstream-config: the file checked
+// (every error with its line), and with --downstream-discovery the
+// overlaps between what the rules serve (from --series when given; the
+// externalQueries entries always) and what the downstreams list, each with
+// who would answer it. It returns false on an error.
+func checkDownstream(path string, discoveries []string, rs *rules.RuleSet, seriesPath string, mapper meta.RESTMapper, t toolIO) bool {
+	if path == "" {
+		if len(discoveries) > 0 {
+			t.errorf("check-config: --downstream-discovery needs --downstream-config")
+			return false
+		}
+		return true
+	}
+	f, err := downstream.LoadFile(path)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			t.errorf("%s", line)
+		}
+		return false
+	}
+	listed := map[string][]*downstream.Discovered{}
+	for _, arg := range discoveries {
+		name, file, ok := strings.Cut(arg, "=")
+		if !ok || !slices.ContainsFunc(f.Downstreams, func(s downstream.Server) bool { return s.Name == name }) {
+			t.errorf("check-config: --downstream-discovery %q: want NAME=FILE with NAME a downstream of %s", arg, path)
+			return false
+		}
+		data, err := os.ReadFile(file)
+		if err == nil {
+			var d *downstream.Discovered
+			if d, err = downstream.ParseDiscovery(data); err == nil {
+				listed[name] = append(listed[name], d)
+			}
+		}
+		if err != nil {
+			t.errorf("check-config: --downstream-discovery %s: %v", file, err)
+			return false
+		}
+	}
+	custom, external, ok := ourMetricsOffline(rs, seriesPath, mapper, t)
+	if !ok {
+		return false
+	}
+	for _, o := range downstream.OverlapsOf(f, listed, custom, external) {
+		t.errorf("overlap: %s metric %s is served by promscaler and listed by downstream %q: answered by %s", o.API, o.Name, o.Downstream, o.ServedBy)
+	}
+	return true
+}
+
+// ourMetricsOffline is what the rules serve: the metrics discovery would
+// find in the saved series (none without), and the externalQueries.
+func ourMetricsOffline(rs *rules.RuleSet, seriesPath string, mapper meta.RESTMapper, t toolIO) ([]cmprovider.CustomMetricInfo, []cmprovider.ExternalMetricInfo, bool) {
+	if rs == nil {
+		return nil, nil, true
+	}
+	var custom []cmprovider.CustomMetricInfo
+	var external []cmprovider.ExternalMetricInfo
+	if seriesPath != "" {
+		series, err := readSeries(seriesPath)
+		if err != nil {
+			t.errorf("check-config: %v", err)
+			return nil, nil, false
+		}
+		in, err := discovery.MatchSeries(rs, series)
+		if err != nil {
+			t.errorf("check-config: %v", err)
+			return nil, nil, false
+		}
+		idx := discovery.BuildIndex(in, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
+		custom, external = idx.CustomMetrics(), idx.ExternalMetrics()
+	}
+	for _, q := range rs.ExternalQueries() {
+		external = append(external, cmprovider.ExternalMetricInfo{Metric: q.Name()})
+	}
+	return custom, external, true
 }

@@ -248,8 +248,10 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	backendsPath := fs.String("backends-config", "", "The adapter's --backends-config: check it, and that every backend: key names one of its backends (without it, a backend: key other than default is a warning in --config files, an error in team rules).")
 	teamPaths := fs.StringArray("team-configmap", nil, "A manifest of team rules ConfigMaps to check as --team-rules loads them: strictly, confined to each ConfigMap's namespace (may be given several times; --config is then optional).")
 	namespaceLabel := fs.String("team-rules-namespace-label", tenancy.DefaultLabel, "The adapter's --team-rules-namespace-label, for --team-configmap.")
+	downstreamPath := fs.String("downstream-config", "", "The adapter's --downstream-config: check it (every error with its line).")
+	downstreamDiscovery := fs.StringArray("downstream-discovery", nil, "NAME=FILE: a saved discovery document of downstream NAME (kubectl get --raw /apis/external.metrics.k8s.io/v1beta1 against it); with it, every metric both serve is listed with who answers it (may be given several times).")
 	fs.Usage = func() {
-		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--team-configmap FILE ...] [--strict] [--backends-config FILE] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
+		t.errorf("usage: adapter check-config --config FILE|DIR [--config ...] [--team-configmap FILE ...] [--strict] [--backends-config FILE] [--downstream-config FILE [--downstream-discovery NAME=FILE ...]] [--series SERIES.json] [--kubeconfig FILE]\n\n%s", fs.FlagUsages())
 	}
 	if code, ok := parseToolFlags(fs, args, t); !ok {
 		return code
@@ -279,6 +281,9 @@ func runCheckConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	teamWarnings, ok := checkTeamConfigMaps(*teamPaths, mapper, *namespaceLabel, backends, t)
 	if !ok {
+		return exitFail
+	}
+	if !checkDownstream(*downstreamPath, *downstreamDiscovery, loaded.set, *seriesPath, mapper, t) {
 		return exitFail
 	}
 	loaded.warnings += teamWarnings
