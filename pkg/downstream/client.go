@@ -79,7 +79,20 @@ type Discovered struct {
 	CustomVersion string
 	Custom        []cmprovider.CustomMetricInfo
 	External      []cmprovider.ExternalMetricInfo
+	// CatchAll are the APIs for which it lists the custom-metrics-apiserver
+	// library's placeholder (custommetrics, externalmetrics: what a server
+	// on the library's default provider lists, KEDA's and its sample
+	// server among them) instead of its metrics: it is asked for any
+	// metric of that API promscaler does not serve.
+	CatchAll []API
 }
+
+// The library's placeholders (sigs.k8s.io/custom-metrics-apiserver
+// pkg/provider/defaults), listed by servers that do not list their metrics.
+const (
+	placeholderCustom   = "/custommetrics"
+	placeholderExternal = "externalmetrics"
+)
 
 // Discover fetches the discovery documents of the APIs asked for.
 func (c *Client) Discover(ctx context.Context, apis []API) (*Discovered, error) {
@@ -96,6 +109,9 @@ func (c *Client) Discover(ctx context.Context, apis []API) (*Discovered, error) 
 					return nil, err
 				}
 				d.CustomVersion, d.Custom = v, customInfos(list)
+				if listsPlaceholder(list, placeholderCustom) {
+					d.CatchAll = append(d.CatchAll, Custom)
+				}
 				break
 			}
 		case External:
@@ -105,6 +121,9 @@ func (c *Client) Discover(ctx context.Context, apis []API) (*Discovered, error) 
 			}
 			if list != nil {
 				d.External = externalInfos(list)
+				if listsPlaceholder(list, placeholderExternal) {
+					d.CatchAll = append(d.CatchAll, External)
+				}
 			}
 		}
 	}
@@ -121,12 +140,22 @@ func (c *Client) resources(ctx context.Context, group, version string) (*metav1.
 	return list, nil
 }
 
+// listsPlaceholder reports whether list holds the library's placeholder.
+func listsPlaceholder(list *metav1.APIResourceList, name string) bool {
+	for _, r := range list.APIResources {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // customInfos reads "resource/metric" names, as the library lists them.
 func customInfos(list *metav1.APIResourceList) []cmprovider.CustomMetricInfo {
 	out := make([]cmprovider.CustomMetricInfo, 0, len(list.APIResources))
 	for _, r := range list.APIResources {
 		res, metric, ok := strings.Cut(r.Name, "/")
-		if !ok || metric == "" {
+		if !ok || metric == "" || res == "" {
 			continue
 		}
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: schema.ParseGroupResource(res), Namespaced: r.Namespaced, Metric: metric})
@@ -137,7 +166,7 @@ func customInfos(list *metav1.APIResourceList) []cmprovider.CustomMetricInfo {
 func externalInfos(list *metav1.APIResourceList) []cmprovider.ExternalMetricInfo {
 	out := make([]cmprovider.ExternalMetricInfo, 0, len(list.APIResources))
 	for _, r := range list.APIResources {
-		if r.Name != "" && !strings.Contains(r.Name, "/") {
+		if r.Name != "" && r.Name != placeholderExternal && !strings.Contains(r.Name, "/") {
 			out = append(out, cmprovider.ExternalMetricInfo{Metric: r.Name})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -40,6 +41,9 @@ type fakeDownstream struct {
 	block chan struct{}
 	// v1beta1Only: custom metrics are served in v1beta1 only.
 	v1beta1Only bool
+	// placeholders: the discovery documents list the library's
+	// placeholders, not the metrics.
+	placeholders bool
 
 	mu       sync.Mutex
 	requests []string // path?query
@@ -68,6 +72,16 @@ func (d *fakeDownstream) serve(w http.ResponseWriter, r *http.Request) {
 	d.auth = append(d.auth, r.Header.Get("Authorization"))
 	block := d.block
 	d.mu.Unlock()
+	if d.placeholders && strings.Count(r.URL.Path, "/") == 3 {
+		// A discovery document of the library's default provider.
+		name := "/custommetrics"
+		if strings.HasPrefix(r.URL.Path, "/apis/external") {
+			name = "externalmetrics"
+		}
+		writeJSON(w, http.StatusOK, metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: strings.TrimPrefix(r.URL.Path, "/apis/"), APIResources: []metav1.APIResource{{Name: name, Namespaced: true}}})
+		return
+	}
 	if d.v1beta1Only {
 		d.serveV1beta1(w, r)
 		return

@@ -169,6 +169,7 @@ type Status struct {
 	Name                 string
 	Guard                promclient.GuardStatus
 	Custom, External     int
+	CatchAll             []API
 	LastDiscovery        time.Time
 	DiscoveryError       string
 	DiscoveryFailures    int
@@ -182,6 +183,9 @@ func (s Status) String() string {
 		state = fmt.Sprintf("down since %s (last: %s); its metrics answer 503, promscaler's are unaffected", s.Guard.DownSince.UTC().Format(time.RFC3339), s.Guard.LastError)
 	}
 	out := fmt.Sprintf("downstream %q: %s; lists %d custom and %d external metrics", s.Name, state, s.Custom, s.External)
+	for _, api := range s.CatchAll {
+		out += fmt.Sprintf("; lists no %s metrics of its own (the library's placeholder): asked for every %s metric promscaler does not serve", api, api)
+	}
 	switch {
 	case !s.DiscoveredAtLeastOne && s.DiscoveryError != "":
 		out += "; discovery never succeeded: " + s.DiscoveryError
@@ -197,7 +201,7 @@ func (m *member) status() Status {
 	s := Status{Name: m.cfg.Name, Guard: m.guard.Status(), LastDiscovery: m.lastGood, DiscoveryError: m.lastErr,
 		DiscoveryFailures: m.failures, DiscoveredAtLeastOne: m.found != nil}
 	if m.found != nil {
-		s.Custom, s.External = len(m.found.Custom), len(m.found.External)
+		s.Custom, s.External, s.CatchAll = len(m.found.Custom), len(m.found.External), m.found.CatchAll
 	}
 	return s
 }

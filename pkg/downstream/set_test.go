@@ -172,3 +172,39 @@ func TestCustomV1beta1Downstream(t *testing.T) {
 		t.Errorf("v1beta1 answer = %+v", list.Items)
 	}
 }
+
+// A downstream listing the library's placeholders takes every metric
+// promscaler does not serve (and the routed ones).
+func TestCatchAllDownstream(t *testing.T) {
+	d := newFakeDownstream(t)
+	d.placeholders = true
+	s, ours, _ := setup(t, d, "  routes: {external: [shared_ext]}\n")
+	if got := s.table.Load().member("sample").discovered().CatchAll; !cmp.Equal(got, []API{Custom, External}) {
+		t.Fatalf("catch-all = %v, want both APIs", got)
+	}
+	ext := s.WrapExternal(ours)
+	for _, m := range []string{"queue_depth", "ours_ext", "shared_ext"} {
+		_, _ = ext.GetExternalMetric(t.Context(), "ns", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: m})
+	}
+	if _, err := s.WrapCustom(ours).GetMetricBySelector(t.Context(), "ns", labels.Everything(), cmprovider.CustomMetricInfo{GroupResource: pods, Namespaced: true, Metric: "downstream_only"}, labels.Everything()); err != nil {
+		t.Fatal(err)
+	}
+	wantDown := []string{
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/queue_depth",
+		"/apis/external.metrics.k8s.io/v1beta1/namespaces/ns/shared_ext",
+		"/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/%2A/downstream_only",
+	}
+	if diff := cmp.Diff(wantDown, d.metricRequests()); diff != "" {
+		t.Errorf("downstream asked (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"external ns ours_ext"}, ours.askedFor()); diff != "" {
+		t.Errorf("promscaler asked (-want +got):\n%s", diff)
+	}
+	// The placeholders are not in the union.
+	if diff := cmp.Diff([]cmprovider.ExternalMetricInfo{{Metric: "ours_ext"}, {Metric: "shared_ext"}}, ext.ListAllExternalMetrics()); diff != "" {
+		t.Errorf("external union (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Overlap{{API: External, Name: "shared_ext", Downstream: "sample", ServedBy: "sample"}}, s.Overlaps()); diff != "" {
+		t.Errorf("overlaps (-want +got):\n%s", diff)
+	}
+}

@@ -25,6 +25,9 @@ type table struct {
 	// metrics each downstream lists, in the file's order.
 	custom   map[string][]*member
 	external map[string][]*member
+	// catchAll are the downstreams asked for any metric of an API that
+	// promscaler does not serve (Discovered.CatchAll), in the file's order.
+	catchAll map[API][]*member
 	// routes are the names the file gives to a downstream.
 	routes map[API]map[string]*member
 	// overlaps are the names both serve.
@@ -49,7 +52,7 @@ func customKey(info cmprovider.CustomMetricInfo) string {
 // buildTable indexes the members' last discoveries.
 func buildTable(f *File, members map[string]*member) *table {
 	t := &table{file: f, custom: map[string][]*member{}, external: map[string][]*member{},
-		routes: map[API]map[string]*member{Custom: {}, External: {}}}
+		routes: map[API]map[string]*member{Custom: {}, External: {}}, catchAll: map[API][]*member{}}
 	for _, cfg := range f.Downstreams {
 		m, ok := members[cfg.Name]
 		if !ok {
@@ -64,6 +67,9 @@ func buildTable(f *File, members map[string]*member) *table {
 		d := m.discovered()
 		if d == nil {
 			continue
+		}
+		for _, api := range d.CatchAll {
+			t.catchAll[api] = append(t.catchAll[api], m)
 		}
 		for _, info := range d.Custom {
 			k := customKey(info)
@@ -90,31 +96,35 @@ func (t *table) member(name string) *member {
 	return nil
 }
 
-// pick chooses among the downstreams listing a metric: the one the file
-// routes its name to, else none when promscaler serves it, else the first.
-func pick(listed []*member, routed *member, ours func() bool) *member {
-	if len(listed) == 0 {
+// pick chooses the downstream of a metric: the one the file routes its
+// name to (if it lists the name or takes any), else none when promscaler
+// serves it, else the first that lists it, else the first that takes any.
+func pick(listed, any []*member, routed *member, ours func() bool) *member {
+	if len(listed) == 0 && len(any) == 0 {
 		return nil
 	}
-	if routed != nil && slices.Contains(listed, routed) {
+	if routed != nil && (slices.Contains(listed, routed) || slices.Contains(any, routed)) {
 		return routed
 	}
 	if ours() {
 		return nil
 	}
-	return listed[0]
+	if len(listed) > 0 {
+		return listed[0]
+	}
+	return any[0]
 }
 
 // customRoute is the downstream serving a custom metric request, nil for
 // promscaler.
 func (t *table) customRoute(info cmprovider.CustomMetricInfo, namespace string, o Ours) *member {
-	return pick(t.custom[customKey(info)], t.routes[Custom][info.Metric], func() bool { return o.ServesCustom(info, namespace) })
+	return pick(t.custom[customKey(info)], t.catchAll[Custom], t.routes[Custom][info.Metric], func() bool { return o.ServesCustom(info, namespace) })
 }
 
 // externalRoute is the downstream serving an external metric request, nil
 // for promscaler.
 func (t *table) externalRoute(namespace, metric string, o Ours) *member {
-	return pick(t.external[metric], t.routes[External][metric], func() bool { return o.ServesExternal(namespace, metric) })
+	return pick(t.external[metric], t.catchAll[External], t.routes[External][metric], func() bool { return o.ServesExternal(namespace, metric) })
 }
 
 // findOverlaps lists the names both promscaler and a downstream serve.
@@ -130,15 +140,24 @@ func findOverlaps(t *table, custom []cmprovider.CustomMetricInfo, external []cmp
 		}
 	}
 	for _, info := range custom {
-		add(Custom, customKey(info), info.Metric, t.custom[customKey(info)])
+		add(Custom, customKey(info), info.Metric, withRouted(t.custom[customKey(info)], t.catchAll[Custom], t.routes[Custom][info.Metric]))
 	}
 	for _, info := range external {
-		add(External, info.Metric, info.Metric, t.external[info.Metric])
+		add(External, info.Metric, info.Metric, withRouted(t.external[info.Metric], t.catchAll[External], t.routes[External][info.Metric]))
 	}
 	slices.SortFunc(out, func(a, b Overlap) int {
 		return cmp.Or(cmp.Compare(a.API, b.API), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Downstream, b.Downstream))
 	})
 	return slices.Compact(out)
+}
+
+// withRouted is listed, plus the downstream the name is routed to when it
+// takes any name (it does not list it, but answers it).
+func withRouted(listed, any []*member, routed *member) []*member {
+	if routed != nil && !slices.Contains(listed, routed) && slices.Contains(any, routed) {
+		return append(slices.Clone(listed), routed)
+	}
+	return listed
 }
 
 // logNewOverlaps logs the overlaps that were not in before.
@@ -219,6 +238,7 @@ func OverlapsOf(f *File, listed map[string][]*Discovered, custom []cmprovider.Cu
 		for _, l := range listed[s.Name] {
 			d.Custom = append(d.Custom, l.Custom...)
 			d.External = append(d.External, l.External...)
+			d.CatchAll = append(d.CatchAll, l.CatchAll...)
 		}
 		members[s.Name] = &member{cfg: s, found: d}
 	}
