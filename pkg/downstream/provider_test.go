@@ -218,7 +218,7 @@ func TestDownstreamDownAnswers503AndOursServe(t *testing.T) {
 // its requests hang.
 func TestSlowDownstreamTimesOutAndOursDoNotWait(t *testing.T) {
 	d := newFakeDownstream(t)
-	s, ours, _ := setup(t, d, "  timeout: 200ms\n")
+	s, ours, _ := setup(t, d, "  timeout: 2s\n")
 	d.mu.Lock()
 	d.block = make(chan struct{})
 	d.mu.Unlock()
@@ -229,8 +229,12 @@ func TestSlowDownstreamTimesOutAndOursDoNotWait(t *testing.T) {
 		_, err := ext.GetExternalMetric(context.Background(), "ns", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: "queue_depth"})
 		errs <- err
 	}()
-	for len(d.metricRequests()) == 0 { // the forwarded request is hanging
-		time.Sleep(time.Millisecond)
+	for len(d.metricRequests()) == 0 { // until the forwarded request hangs at the downstream
+		select {
+		case err := <-errs:
+			t.Fatalf("forwarded request ended before reaching the downstream: %v", err)
+		case <-time.After(time.Millisecond):
+		}
 	}
 	if _, err := ext.GetExternalMetric(t.Context(), "ns", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: "ours_ext"}); err != nil {
 		t.Fatalf("our metric while the downstream hangs: %v", err)
