@@ -67,7 +67,8 @@ type Set struct {
 	members map[string]*member
 	pending map[string]string // name -> why it has no client yet
 
-	table atomic.Pointer[table]
+	table     atomic.Pointer[table]
+	refreshed atomic.Bool
 }
 
 // New loads the configuration file and returns the Set; Run starts it.
@@ -132,6 +133,22 @@ func (s *Set) Refresh(ctx context.Context) {
 		logNewOverlaps(s.table.Load().overlaps, t.overlaps)
 	}
 	s.table.Store(t)
+	s.refreshed.Store(true)
+}
+
+// Refreshed reports whether the first refresh is done: until then no
+// metric is forwarded, and the adapter is not ready (Ready).
+func (s *Set) Refreshed() bool { return s.refreshed.Load() }
+
+// Ready is the readiness of the downstream routing: nil once the first
+// refresh is done, whether or not the downstreams answered it (a
+// downstream that is down makes its own metrics 503, not promscaler
+// unready).
+func (s *Set) Ready() error {
+	if !s.Refreshed() {
+		return errors.New("the downstreams' discovery documents are not fetched yet")
+	}
+	return nil
 }
 
 // reload re-reads the file, keeping the one in service if it fails.

@@ -110,6 +110,16 @@ func (c *Config) addDownstreams(p *Providers, m *metrics.Metrics) (func() []stri
 		return nil, err
 	}
 	p.Custom, p.External = set.WrapCustom(p.Custom), set.WrapExternal(p.External)
+	ready := p.Ready
+	p.Ready = func() error {
+		if err := set.Ready(); err != nil {
+			return err
+		}
+		if ready != nil {
+			return ready()
+		}
+		return nil
+	}
 	withServedBy(c.APIServer.GenericConfig)
 	run := p.Run
 	p.Run = func(ctx context.Context) {
