@@ -58,6 +58,9 @@ const (
 	// PromOutcomeBusy: not sent, the backend has its maximum of requests
 	// in flight (promclient.Guard).
 	PromOutcomeBusy = "busy"
+	// PromOutcomeAnswerTooLarge: the answer was refused for its size
+	// (promclient.AnswerTooLargeError), not read to its end.
+	PromOutcomeAnswerTooLarge = "answer_too_large"
 )
 
 // DefaultBackend is the "backend" label value of the backend the

@@ -67,10 +67,16 @@ func FromError(ctx context.Context, what string, err error) error {
 	id := RequestID(ctx)
 	klog.ErrorS(err, "Metrics request failed", "requestID", id, "request", what)
 	ref := fmt.Sprintf("request id %s, details in the adapter's log", id)
-	var pe *promclient.Error
+	var (
+		pe       *promclient.Error
+		tooLarge *promclient.AnswerTooLargeError
+	)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierrors.NewTimeoutError(fmt.Sprintf("%s: no answer before the request deadline (%s)", what, ref), 0)
+	case errors.As(err, &tooLarge):
+		// The limit and its flag, so that the operator knows what to raise.
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s: Prometheus' %s (%s)", what, tooLarge, ref))
 	case promclient.IsUnavailable(err) && errors.As(err, &pe):
 		how := pe.Outcome
 		if pe.StatusCode != 0 {

@@ -46,6 +46,8 @@ func TestFromError(t *testing.T) {
 			http.StatusServiceUnavailable, []string{"Prometheus did not answer (server_error, HTTP 502; request id "}},
 		{"Prometheus' own timeout", context.Background(), promErr(metrics.PromOutcomeTimeout, 0, context.DeadlineExceeded),
 			http.StatusServiceUnavailable, []string{"Prometheus did not answer (timeout; request id "}},
+		{"answer too large", context.Background(), promErr(metrics.PromOutcomeAnswerTooLarge, 200, &promclient.AnswerTooLargeError{Backend: "default", Limit: 16 << 20}),
+			http.StatusServiceUnavailable, []string{"metric m: Prometheus' answer refused: longer than the 16777216-byte answer limit", "--prometheus-max-answer-bytes", "request id "}},
 		{"query rejected", context.Background(), promErr(metrics.PromOutcomeBadQuery, 400, errors.New("parse error at "+secretQuery)),
 			http.StatusInternalServerError, []string{"metric m: Prometheus rejected the query (check the rule's query; request id "}},
 		{"anything else", context.Background(), errors.New("rendering " + secretQuery), http.StatusInternalServerError, []string{"metric m: internal error (request id "}},

@@ -134,19 +134,21 @@ func TestParseBackends(t *testing.T) {
   max_in_flight: 20
   breaker_failures: 0
   breaker_open: 5s
+  max_answer_bytes: 1000000
 - name: unbounded
   url: http://c:9090
   max_in_flight: 0
+  max_answer_bytes: 0
 `,
 		want: []Backend{{
 			Name: "inherits", URL: "http://a:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
 			HTTP: httpDefaults(nil), Guard: base.Guard,
 		}, {
 			Name: "own", URL: "http://b:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
-			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: 20, BreakerFailures: -1, BreakerOpen: 5 * time.Second},
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: 20, BreakerFailures: -1, BreakerOpen: 5 * time.Second, MaxAnswerBytes: 1000000},
 		}, {
 			Name: "unbounded", URL: "http://c:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
-			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: -1, BreakerFailures: 3, BreakerOpen: 2 * time.Second},
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: -1, BreakerFailures: 3, BreakerOpen: 2 * time.Second, MaxAnswerBytes: -1},
 		}},
 	}}
 	for _, tt := range tests {
@@ -242,10 +244,12 @@ func TestParseBackendsErrors(t *testing.T) {
   url: http://a:9090
   max_in_flight: -1
   breaker_failures: -2
+  max_answer_bytes: -3
 `,
 		want: []string{
 			"b.yaml:4: backends[0].max_in_flight: -1 must not be negative (0: no bound)",
 			"b.yaml:5: backends[0].breaker_failures: -2 must not be negative (0: never marked down)",
+			"b.yaml:6: backends[0].max_answer_bytes: -3 must not be negative (0: no bound)",
 		},
 	}}
 	for _, tt := range tests {

@@ -75,6 +75,9 @@ type BackendEntry struct {
 	SigV4   *sigv4.SigV4Config `yaml:"sigv4,omitempty"`
 	AzureAD *AzureADConfig     `yaml:"azuread,omitempty"`
 	Google  *GoogleConfig      `yaml:"google,omitempty"`
+	// MaxAnswerBytes bounds one answer's bytes (0: no bound); absent means
+	// --prometheus-max-answer-bytes.
+	MaxAnswerBytes *int64 `yaml:"max_answer_bytes,omitempty"`
 	// HTTP is TLS, authorization, proxy and redirects, served by
 	// prometheus/common/config (files re-read when they change), with its
 	// keys inline. Its http_headers key is refused: use headers. (A named
@@ -271,6 +274,12 @@ func (e *BackendEntry) guard(g *GuardConfig, add func(key, format string, args .
 	}
 	if e.BreakerOpen > 0 {
 		g.BreakerOpen = time.Duration(e.BreakerOpen)
+	}
+	if e.MaxAnswerBytes != nil {
+		if *e.MaxAnswerBytes < 0 {
+			add("max_answer_bytes", "%d must not be negative (0: no bound)", *e.MaxAnswerBytes)
+		}
+		g.MaxAnswerBytes = noneIfZero(*e.MaxAnswerBytes)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
 )
 
@@ -19,7 +21,7 @@ import (
 // no caller that arrived after a result landed ever takes it (beyond the
 // optional window), however long it is kept, so the retention costs memory
 // (one result per distinct query of the last minute, within
-// maxCacheEntries and maxKeptSamples), never freshness. Five seconds were
+// maxCacheEntries and maxKeptBytes), never freshness. Five seconds were
 // too short: 1,000 concurrent requests over 5,000 pods kept 2 cores busy
 // for 5-30 s, and the requests served after 5 s queried again.
 const landedRetention = time.Minute
@@ -39,7 +41,7 @@ type flight struct {
 }
 
 // landed is the last successful result of a key, when it was sent and when
-// it landed, and its size (resultSize).
+// it landed, and its size (resultBytes).
 type landed struct {
 	val     any
 	started time.Time
@@ -47,21 +49,58 @@ type landed struct {
 	size    int
 }
 
-// maxKeptSamples bounds the samples of all the landed results kept (about
-// 100-150 bytes each): results that would go past it are not kept (their
-// callers coalesce only while in flight) until a sweep makes room. With
+// maxKeptBytes bounds the estimated memory (resultBytes) of all the landed
+// results kept: results that would go past it are not kept (their callers
+// coalesce only while in flight) until a sweep makes room. With
 // maxCacheEntries it bounds the memory the retention costs whatever the
-// answers' sizes: 4,096 distinct queries of 5,000 samples each within a
-// minute would otherwise hold ~2.6 GB.
-const maxKeptSamples = 1 << 20
+// answers' sizes. It counts bytes, not samples: a bound of 2^20 samples let
+// a few answers of long label values (50 MB answers) hold 1,446 MiB for a
+// minute.
+const maxKeptBytes = 64 << 20
 
-// resultSize is what a result counts against maxKeptSamples: its samples
-// for a query, 1 for anything else.
-func resultSize(val any) int {
-	if v, ok := val.(Samples); ok {
-		return max(len(v), 1)
+// The estimated memory of a result's parts (resultBytes): a sample and a
+// label without their strings, a label set's map entry, a string header, a
+// native histogram and one of its buckets, and any result.
+const (
+	sampleBytes    = int(unsafe.Sizeof(Sample{}))
+	labelBytes     = int(unsafe.Sizeof(Label{}))
+	mapEntryBytes  = 48
+	stringBytes    = int(unsafe.Sizeof(""))
+	histogramBytes = int(unsafe.Sizeof(model.SampleHistogram{}))
+	bucketBytes    = int(unsafe.Sizeof(model.HistogramBucket{})) + 8
+	resultMinBytes = 64
+)
+
+// resultBytes estimates the memory a result holds: its samples, labels and
+// strings (a vector), label sets (series) or strings (label names and
+// values). The label strings of an answer share chunks (samples.go): their
+// lengths are what they cost.
+func resultBytes(val any) int {
+	n := resultMinBytes
+	switch v := val.(type) {
+	case Samples:
+		for i := range v {
+			n += sampleBytes + len(v[i].Labels)*labelBytes
+			for _, l := range v[i].Labels {
+				n += len(l.Name) + len(l.Value)
+			}
+			if h := v[i].Histogram; h != nil {
+				n += histogramBytes + len(h.Buckets)*bucketBytes
+			}
+		}
+	case []model.LabelSet:
+		for _, ls := range v {
+			n += mapEntryBytes
+			for k, x := range ls {
+				n += mapEntryBytes + len(k) + len(x)
+			}
+		}
+	case []string:
+		for _, x := range v {
+			n += stringBytes + len(x)
+		}
 	}
-	return 1
+	return n
 }
 
 // servesUntil is the latest arrival the result answers: any request that
@@ -113,7 +152,7 @@ type group struct {
 	mu        sync.Mutex
 	flights   map[string]*flight
 	landed    map[string]landed
-	keptSize  int // sum of the landed results' sizes
+	keptSize  int // sum of the landed results' sizes (resultBytes)
 	lastSweep time.Time
 }
 
@@ -237,8 +276,8 @@ func (g *group) keepLocked(key string, val any, started time.Time) {
 	if !replacing && len(g.landed) >= maxCacheEntries {
 		return
 	}
-	size := resultSize(val)
-	if g.keptSize-old.size+size > maxKeptSamples {
+	size := resultBytes(val)
+	if g.keptSize-old.size+size > maxKeptBytes {
 		// Too big to keep with the others: drop the key's older result too,
 		// it is no use to anyone who could take the new one.
 		if replacing {
@@ -267,13 +306,18 @@ func (g *group) sweepLocked(now time.Time) {
 	}
 }
 
-// maxCacheEntries bounds the result cache; beyond it new results are not
+// maxCacheEntries and maxCacheBytes bound the result cache (the estimated
+// memory of its results, resultBytes); beyond them new results are not
 // cached until expired entries are swept.
-const maxCacheEntries = 4096
+const (
+	maxCacheEntries = 4096
+	maxCacheBytes   = 64 << 20
+)
 
 type cacheEntry struct {
 	val     any
 	expires time.Time
+	size    int
 }
 
 // resultCache keeps successful results for a short TTL. A zero TTL disables it.
@@ -283,6 +327,7 @@ type resultCache struct {
 
 	mu      sync.Mutex
 	entries map[string]cacheEntry
+	size    int // sum of the entries' sizes
 }
 
 func (c *resultCache) get(key string) (any, bool) {
@@ -296,6 +341,7 @@ func (c *resultCache) get(key string) (any, bool) {
 		return nil, false
 	}
 	if !c.clock.Now().Before(e.expires) {
+		c.size -= e.size
 		delete(c.entries, key)
 		return nil, false
 	}
@@ -306,21 +352,26 @@ func (c *resultCache) put(key string, val any) {
 	if c.ttl <= 0 {
 		return
 	}
+	size := resultBytes(val)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	if c.entries == nil {
 		c.entries = make(map[string]cacheEntry)
 	}
-	if len(c.entries) >= maxCacheEntries {
+	old := c.entries[key]
+	if len(c.entries) >= maxCacheEntries || c.size-old.size+size > maxCacheBytes {
 		for k, e := range c.entries {
 			if !now.Before(e.expires) {
+				c.size -= e.size
 				delete(c.entries, k)
 			}
 		}
-		if len(c.entries) >= maxCacheEntries {
+		old = c.entries[key]
+		if len(c.entries) >= maxCacheEntries || c.size-old.size+size > maxCacheBytes {
 			return
 		}
 	}
-	c.entries[key] = cacheEntry{val: val, expires: now.Add(c.ttl)}
+	c.size += size - old.size
+	c.entries[key] = cacheEntry{val: val, expires: now.Add(c.ttl), size: size}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -397,11 +398,52 @@ func keptSize(g *group) int {
 	return g.keptSize
 }
 
-// TestGroupKeptSamplesBudget checks that the landed results kept hold at
-// most maxKeptSamples samples together: a result past the budget is not
-// kept (and drops its key's older one), a smaller replacement makes room,
-// and the sweep gives the room back.
-func TestGroupKeptSamplesBudget(t *testing.T) {
+// vecOfBytes is a one-sample vector whose resultBytes is size.
+func vecOfBytes(t *testing.T, size int) Samples {
+	t.Helper()
+	overhead := resultMinBytes + sampleBytes + labelBytes + 1
+	if size < overhead {
+		t.Fatalf("vecOfBytes(%d): at least %d", size, overhead)
+	}
+	v := Samples{{Labels: Labels{{Name: "v", Value: strings.Repeat("x", size-overhead)}}, Value: 1}}
+	if got := resultBytes(v); got != size {
+		t.Fatalf("resultBytes = %d, want %d", got, size)
+	}
+	return v
+}
+
+// TestResultBytes checks the estimate on each kind of result: what its
+// strings and parts hold, not how many samples it has.
+func TestResultBytes(t *testing.T) {
+	long := strings.Repeat("x", 1000)
+	for _, tc := range []struct {
+		name string
+		val  any
+		want int
+	}{
+		{"nil", nil, resultMinBytes},
+		{"empty vector", Samples{}, resultMinBytes},
+		{"two samples", Samples{{Labels: Labels{{"a", "b"}}}, {Labels: Labels{{"pod", long}}}},
+			resultMinBytes + 2*sampleBytes + 2*labelBytes + 2 + 3 + 1000},
+		{"histogram", Samples{{Histogram: &model.SampleHistogram{Buckets: model.HistogramBuckets{{}, {}}}}},
+			resultMinBytes + sampleBytes + histogramBytes + 2*bucketBytes},
+		{"series", []model.LabelSet{{"__name__": "up", "pod": model.LabelValue(long)}},
+			resultMinBytes + 3*mapEntryBytes + len("__name__up") + 3 + 1000},
+		{"strings", []string{"a", long}, resultMinBytes + 2*stringBytes + 1001},
+	} {
+		if got := resultBytes(tc.val); got != tc.want {
+			t.Errorf("%s: resultBytes = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestGroupKeptBytesBudget checks that the landed results kept hold at
+// most maxKeptBytes together (estimated by resultBytes): a result past the
+// budget is not kept (and drops its key's older one), a smaller
+// replacement makes room, and the sweep gives the room back. A single
+// sample with a huge label counts for its bytes: a bound on samples kept
+// a few such answers (1,446 MiB of 50 MB answers) for a minute.
+func TestGroupKeptBytesBudget(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	g := &group{clock: clk}
 	ctx := context.Background()
@@ -417,27 +459,55 @@ func TestGroupKeptSamplesBudget(t *testing.T) {
 			t.Errorf("%s: %d results kept, want %d", step, got, wantKeys)
 		}
 		if got := keptSize(g); got != wantSize {
-			t.Errorf("%s: %d samples kept, want %d", step, got, wantSize)
+			t.Errorf("%s: %d bytes kept, want %d", step, got, wantSize)
 		}
 	}
-	half := maxKeptSamples / 2
-	keep("a", make(Samples, half))
+	keep("huge", vecOfBytes(t, maxKeptBytes+1))
+	check("one sample past the budget", 0, 0)
+	half := maxKeptBytes / 2
+	keep("a", vecOfBytes(t, half))
 	check("half the budget", 1, half)
-	keep("b", make(Samples, half+1))
+	keep("b", vecOfBytes(t, half+1))
 	check("past the budget", 1, half)
-	keep("a", make(Samples, 10))
-	check("a smaller replacement", 1, 10)
-	keep("b", make(Samples, half+1))
-	check("room again", 2, half+11)
-	keep("c", "not a vector")
-	check("anything else counts 1", 3, half+12)
-	keep("a", make(Samples, maxKeptSamples))
-	check("a replacement past the budget drops the key", 2, half+2)
-	keep("d", Samples{})
-	check("an empty answer counts 1", 3, half+3)
+	keep("a", vecOfBytes(t, 1000))
+	check("a smaller replacement", 1, 1000)
+	keep("b", vecOfBytes(t, half+1))
+	check("room again", 2, half+1001)
+	keep("c", "not a result")
+	check("anything else counts its minimum", 3, half+1001+resultMinBytes)
+	keep("a", vecOfBytes(t, maxKeptBytes))
+	check("a replacement past the budget drops the key", 2, half+1+resultMinBytes)
 	clk.SetTime(clk.Now().Add(landedRetention))
-	keep("e", make(Samples, maxKeptSamples-1))
-	check("after the sweep", 1, maxKeptSamples-1)
+	keep("e", vecOfBytes(t, maxKeptBytes-1))
+	check("after the sweep", 1, maxKeptBytes-1)
+}
+
+// TestResultCacheBytesBudget: the result cache holds at most
+// maxCacheBytes of results; one past it is not cached, expired entries
+// make room.
+func TestResultCacheBytesBudget(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	c := &resultCache{ttl: time.Second, clock: clk}
+	c.put("huge", vecOfBytes(t, maxCacheBytes+1))
+	if _, ok := c.get("huge"); ok {
+		t.Error("a result past the cache's byte budget was cached")
+	}
+	c.put("a", vecOfBytes(t, maxCacheBytes/2))
+	c.put("b", vecOfBytes(t, maxCacheBytes/2+1))
+	if _, ok := c.get("b"); ok {
+		t.Error("a result taking the cache past its byte budget was cached")
+	}
+	if _, ok := c.get("a"); !ok {
+		t.Error("a result within the budget was not cached")
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	c.put("b", vecOfBytes(t, maxCacheBytes/2+1))
+	if _, ok := c.get("b"); !ok {
+		t.Error("the expired entry did not make room")
+	}
+	if c.size != maxCacheBytes/2+1 {
+		t.Errorf("cache size %d, want %d", c.size, maxCacheBytes/2+1)
+	}
 }
 
 // TestGroupFirstCallerLeaving: the first caller runs the call on its own

@@ -57,7 +57,7 @@ func IsBadQuery(err error) bool {
 }
 
 // IsUnavailable reports whether err means Prometheus could not answer
-// (unreachable, 5xx, timeout, unreadable answer): the backend is at fault,
+// (unreachable, 5xx, timeout, unreadable or oversized answer): the backend is at fault,
 // not the query. API errors for such failures are 503s.
 func IsUnavailable(err error) bool {
 	var pe *Error
@@ -67,7 +67,8 @@ func IsUnavailable(err error) bool {
 	switch pe.Outcome {
 	case metrics.PromOutcomeServerError, metrics.PromOutcomeBadResponse,
 		metrics.PromOutcomeTimeout, metrics.PromOutcomeNetwork,
-		metrics.PromOutcomeBackendDown, metrics.PromOutcomeBusy:
+		metrics.PromOutcomeBackendDown, metrics.PromOutcomeBusy,
+		metrics.PromOutcomeAnswerTooLarge:
 		return true
 	}
 	return false
@@ -93,7 +94,10 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // HTTP status of the last answer (0 when none arrived).
 func classify(endpoint, query string, err error, ctxErr error, status int) *Error {
 	e := &Error{Endpoint: endpoint, Query: truncate(query, maxQueryInError), StatusCode: status}
-	var apiErr *v1.Error
+	var (
+		apiErr   *v1.Error
+		tooLarge *AnswerTooLargeError
+	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded):
 		e.Outcome = metrics.PromOutcomeTimeout
@@ -107,6 +111,9 @@ func classify(endpoint, query string, err error, ctxErr error, status int) *Erro
 	case errors.Is(err, ErrBackendBusy):
 		e.Outcome = metrics.PromOutcomeBusy
 		e.Err = ErrBackendBusy
+	case errors.As(err, &tooLarge):
+		e.Outcome = metrics.PromOutcomeAnswerTooLarge
+		e.Err = tooLarge
 	case errors.As(err, &apiErr):
 		apiErr = withBodyError(apiErr)
 		e.Err = describeAPIError(apiErr)

@@ -3,7 +3,11 @@ package promclient_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +93,63 @@ func TestClientGuard(t *testing.T) {
 	}
 	if !guard.Status().Up {
 		t.Error("still down after the probe got an answer")
+	}
+}
+
+// bigVectorAnswer is a valid instant query answer of about size bytes: one
+// sample whose label value fills it.
+func bigVectorAnswer(size int) string {
+	return `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"` +
+		strings.Repeat("p", size) + `"},"value":[1700000000,"1"]}]}}`
+}
+
+// TestClientAnswerTooLarge: an answer longer than the guard's
+// MaxAnswerBytes is refused (answer_too_large, unavailable: a 503 whose
+// message names the limit and its flag), on the query path and on the
+// client_golang path (series); one within it is served; and the backend
+// stays up (it answered).
+func TestClientAnswerTooLarge(t *testing.T) {
+	const limit = 64 << 10
+	var size atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/series" {
+			io.WriteString(w, `{"status":"success","data":[{"__name__":"up","pod":"`+strings.Repeat("p", int(size.Load()))+`"}]}`)
+			return
+		}
+		io.WriteString(w, bigVectorAnswer(int(size.Load())))
+	}))
+	defer srv.Close()
+	guard, err := promclient.NewGuard("main", promclient.GuardConfig{MaxAnswerBytes: limit}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := promclient.New(promclient.Config{Address: srv.URL, HTTPClient: &http.Client{}, Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	size.Store(limit / 2)
+	if smps, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil || len(smps) != 1 {
+		t.Fatalf("answer within the limit: %d samples, %v", len(smps), err)
+	}
+	size.Store(10 * limit)
+	for name, call := range map[string]func() error{
+		"query":  func() error { _, err := c.QuerySamples(ctx, "up + 1", time.Time{}); return err },
+		"series": func() error { _, err := c.Series(ctx, []string{"up"}, time.Time{}, time.Time{}); return err },
+	} {
+		err := call()
+		var pe *promclient.Error
+		var tl *promclient.AnswerTooLargeError
+		if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeAnswerTooLarge || !promclient.IsUnavailable(err) || !errors.As(err, &tl) {
+			t.Fatalf("%s: answer of 10 times the limit: %v, want an answer_too_large, unavailable *Error", name, err)
+		}
+		for _, want := range []string{"65536-byte answer limit", "--prometheus-max-answer-bytes", "max_answer_bytes", `backend "main"`} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", name, err, want)
+			}
+		}
+	}
+	if !guard.Status().Up {
+		t.Error("the backend is marked down for an oversized answer: it answered")
 	}
 }

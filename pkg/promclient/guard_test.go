@@ -328,3 +328,55 @@ func TestGuardConcurrencyBound(t *testing.T) {
 		t.Error("a busy backend is marked down")
 	}
 }
+
+// TestGuardAnswerBudget: the answers being read from one backend (until
+// their bodies are closed) hold at most AnswerBudgetAnswers times
+// MaxAnswerBytes together; one more is refused, and closing one makes room.
+func TestGuardAnswerBudget(t *testing.T) {
+	const limit = 1000
+	g, _, _ := newTestGuard(t, GuardConfig{MaxAnswerBytes: limit})
+	rt := g.RoundTripper(&scriptedTransport{result: func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", limit)))}, nil
+	}})
+	read := func() (*http.Response, error) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://prometheus.invalid/api/v1/query", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		return resp, err
+	}
+	var held []*http.Response
+	for i := range AnswerBudgetAnswers {
+		resp, err := read()
+		if err != nil {
+			t.Fatalf("answer %d of exactly the limit: %v", i, err)
+		}
+		held = append(held, resp)
+	}
+	resp, err := read()
+	var tl *AnswerTooLargeError
+	if !errors.As(err, &tl) || tl.Budget != AnswerBudgetAnswers*limit || !strings.Contains(err.Error(), "4000 bytes") {
+		t.Fatalf("one more answer while %d are held: %v, want the budget's AnswerTooLargeError", AnswerBudgetAnswers, err)
+	}
+	resp.Body.Close()
+	held[0].Body.Close()
+	if resp, err = read(); err != nil {
+		t.Fatalf("after one was closed: %v", err)
+	}
+	held[0] = resp
+	for _, r := range held {
+		r.Body.Close()
+	}
+	if got := g.answerBytes.Load(); got != 0 {
+		t.Errorf("%d answer bytes counted after every body was closed, want 0", got)
+	}
+	if !g.Status().Up {
+		t.Error("refused answers marked the backend down")
+	}
+}

@@ -78,6 +78,10 @@ type Options struct {
 	// the --prometheus-auth-sigv4, --prometheus-auth-azure and
 	// --prometheus-auth-google flags and theirs.
 	Cloud CloudFlags
+	// MaxAnswerBytes is the default backend's GuardConfig.MaxAnswerBytes
+	// (0: no bound); the backends file's entries take it unless they set
+	// max_answer_bytes.
+	MaxAnswerBytes int64
 
 	// inClusterConfig returns the in-cluster config; tests replace it.
 	inClusterConfig func() (*rest.Config, error)
@@ -95,6 +99,7 @@ func NewOptions() *Options {
 		MaxInFlight:     DefaultMaxConcurrent,
 		BreakerFailures: DefaultBreakerFailures,
 		BreakerOpen:     DefaultBreakerOpen,
+		MaxAnswerBytes:  DefaultMaxAnswerBytes,
 	}
 }
 
@@ -132,6 +137,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request, and again after each failed probe (never longer: Prometheus is asked again within this time of its return). A --backends-config entry takes it unless it sets breaker_open.")
 	fs.DurationVar(&o.MaxSampleAge, "prometheus-max-sample-age", o.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
 	o.Cloud.addFlags(fs)
+	fs.Int64Var(&o.MaxAnswerBytes, "prometheus-max-answer-bytes", o.MaxAnswerBytes, "Bytes of one Prometheus answer at most (after decompression); a longer one is refused after that many bytes and its request answered 503 naming this limit, and the answers being read from one backend at once are bounded to 4 times it, so that the adapter's memory stays bounded whatever Prometheus sends (docs/reliability.md). 0: no bound. A --backends-config entry takes it unless it sets max_answer_bytes.")
 	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
@@ -172,6 +178,9 @@ func (o *Options) Validate() []error {
 	}
 	if o.BreakerOpen <= 0 {
 		add("--prometheus-breaker-open %v: must be positive", o.BreakerOpen)
+	}
+	if o.MaxAnswerBytes < 0 {
+		add("--prometheus-max-answer-bytes %d: must not be negative (0: no bound)", o.MaxAnswerBytes)
 	}
 	if o.AuthInCluster && o.AuthConfig != "" {
 		add("--prometheus-auth-incluster and --prometheus-auth-config: choose one source of credentials")
@@ -249,7 +258,7 @@ func (o *Options) Backend() (Backend, error) {
 		CacheTTL:        o.CacheTTL,
 		CoalesceWindow:  o.CoalesceWindow,
 		Compression:     o.Compression,
-		Guard:           guardLimits(o.MaxInFlight, o.BreakerFailures, o.BreakerOpen),
+		Guard:           guardLimits(o.MaxInFlight, o.BreakerFailures, o.BreakerOpen, o.MaxAnswerBytes),
 		MaxSampleAge:    o.MaxSampleAge,
 		inClusterConfig: o.inClusterConfig,
 	}

@@ -83,14 +83,14 @@ func TestGuardFlags(t *testing.T) {
 		args []string
 		want GuardConfig
 	}{
-		{want: GuardConfig{MaxConcurrent: DefaultMaxConcurrent, BreakerFailures: DefaultBreakerFailures, BreakerOpen: DefaultBreakerOpen}},
+		{want: GuardConfig{MaxConcurrent: DefaultMaxConcurrent, BreakerFailures: DefaultBreakerFailures, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: DefaultMaxAnswerBytes}},
 		{
-			args: []string{"--prometheus-max-in-flight=0", "--prometheus-breaker-failures=0", "--prometheus-breaker-open=10s"},
-			want: GuardConfig{MaxConcurrent: -1, BreakerFailures: -1, BreakerOpen: 10 * time.Second},
+			args: []string{"--prometheus-max-in-flight=0", "--prometheus-breaker-failures=0", "--prometheus-breaker-open=10s", "--prometheus-max-answer-bytes=0"},
+			want: GuardConfig{MaxConcurrent: -1, BreakerFailures: -1, BreakerOpen: 10 * time.Second, MaxAnswerBytes: -1},
 		},
 		{
-			args: []string{"--prometheus-max-in-flight=7", "--prometheus-breaker-failures=2"},
-			want: GuardConfig{MaxConcurrent: 7, BreakerFailures: 2, BreakerOpen: DefaultBreakerOpen},
+			args: []string{"--prometheus-max-in-flight=7", "--prometheus-breaker-failures=2", "--prometheus-max-answer-bytes=1048576"},
+			want: GuardConfig{MaxConcurrent: 7, BreakerFailures: 2, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: 1 << 20},
 		},
 	}
 	for _, tt := range tests {
@@ -146,11 +146,13 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				o.MaxInFlight = -1
 				o.BreakerFailures = -1
 				o.BreakerOpen = 0
+				o.MaxAnswerBytes = -5
 			},
 			want: []string{
 				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
 				"--prometheus-coalesce-window", "--prometheus-compression",
 				"--prometheus-max-in-flight -1", "--prometheus-breaker-failures -1", "--prometheus-breaker-open 0s",
+				"--prometheus-max-answer-bytes -5",
 				"--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
 				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",
 				"--prometheus-basic-auth-username needs", "--prometheus-basic-auth-username: must not contain",

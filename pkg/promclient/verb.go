@@ -67,7 +67,9 @@ func (v *verbClient) Do(ctx context.Context, req *http.Request) (*http.Response,
 // GET again when the answer is 403, 405 or 501), without building and then
 // re-parsing the form, and hands the answer's status code and body to
 // decode. The body is read into a pooled buffer that is reused once decode
-// returns: decode must not keep any part of it.
+// returns: decode must not keep any part of it. The answer's body is closed
+// only after decode, so that a guard counts its bytes until they are
+// decoded (GuardConfig.MaxAnswerBytes).
 func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values, decode func(code int, body []byte)) error {
 	st, _ := ctx.Value(requestStateKey{}).(*requestState)
 	encoded := st.encode(args)
@@ -79,48 +81,76 @@ func (v *verbClient) query(ctx context.Context, u url.URL, args url.Values, deco
 	// client_golang marks its POST idempotent (the header is not sent), so
 	// that the transport may retry it on a broken keep-alive connection.
 	req.Header["Idempotency-Key"] = nil
-	code, buf, err := v.do(ctx, req, st)
-	if code == http.StatusForbidden || code == http.StatusMethodNotAllowed || code == http.StatusNotImplemented {
-		putBodyBuffer(buf)
+	a, err := v.do(ctx, req, st)
+	if a.code == http.StatusForbidden || a.code == http.StatusMethodNotAllowed || a.code == http.StatusNotImplemented {
+		a.release()
 		if req, err = newArgsRequest(ctx, http.MethodGet, u, encoded); err != nil {
 			return err
 		}
-		code, buf, err = v.do(ctx, req, st)
+		a, err = v.do(ctx, req, st)
 	}
+	defer a.release()
 	if err != nil {
-		putBodyBuffer(buf)
 		return err
 	}
-	decode(code, buf.Bytes())
-	putBodyBuffer(buf)
+	decode(a.code, a.buf.Bytes())
 	return nil
+}
+
+// readAnswer is an answer read by do: its status code (0 when no answer
+// came), its body in a pooled buffer (nil on error), and its still open
+// body.
+type readAnswer struct {
+	code int
+	buf  *bytes.Buffer
+	body io.Closer
+}
+
+// release closes the answer's body and gives its buffer back.
+func (a readAnswer) release() {
+	if a.body != nil {
+		a.body.Close()
+	}
+	putBodyBuffer(a.buf)
 }
 
 // do sends req with the HTTP client and reads the whole answer, as
 // client_golang's api.Client Do does (the status code is recorded in st;
 // when ctx ends while reading, the error is ctx's), but into a pooled
 // buffer rather than a new one grown from 512 bytes for every answer. The
-// code is 0 when no answer came. The buffer is nil on error.
-func (v *verbClient) do(ctx context.Context, req *http.Request, st *requestState) (int, *bytes.Buffer, error) {
+// caller releases the answer, which closes its body.
+func (v *verbClient) do(ctx context.Context, req *http.Request, st *requestState) (readAnswer, error) {
 	resp, err := v.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return readAnswer{}, err
 	}
 	if st != nil {
 		st.status = resp.StatusCode
 	}
-	buf := getBodyBuffer()
-	_, err = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		putBodyBuffer(buf)
-		if cerr := ctx.Err(); cerr != nil {
-			return resp.StatusCode, nil, cerr
-		}
-		return resp.StatusCode, nil, err
+	a := readAnswer{code: resp.StatusCode, buf: getBodyBuffer(), body: resp.Body}
+	if resp.ContentLength > 0 && resp.ContentLength <= maxPresized {
+		a.buf.Grow(int(resp.ContentLength) + bytes.MinRead)
 	}
-	return resp.StatusCode, buf, nil
+	if _, err = a.buf.ReadFrom(resp.Body); err != nil {
+		// The buffer of a failed read (an answer refused for its size, a
+		// broken connection) is not pooled: the pool would keep up to
+		// maxPooledBody of it per concurrent failure, the memory the
+		// answer bounds are there to save.
+		resp.Body.Close()
+		a.buf = nil
+		a.body = nil
+		if cerr := ctx.Err(); cerr != nil {
+			return a, cerr
+		}
+		return a, err
+	}
+	return a, nil
 }
+
+// maxPresized is the largest Content-Length the body buffer is sized for
+// before reading: a server's claim is not trusted beyond it (the guard
+// bounds what is actually read).
+const maxPresized = 4 << 20
 
 // maxPooledBody is the largest buffer kept for reuse: a rare huge answer
 // is not worth pinning its memory.

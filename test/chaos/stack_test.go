@@ -122,6 +122,9 @@ type stackOptions struct {
 	// fault proxy, so that a killed Prometheus is a refused connection,
 	// not the proxy's 502.
 	direct bool
+	// front, when set, is given Prometheus' URL and returns the URL the
+	// adapter queries instead (a server of the suite in front of it).
+	front func(t *testing.T, promURL string) string
 }
 
 func startStack(t *testing.T, opts stackOptions) *stack {
@@ -179,7 +182,10 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 		args = append(args, s.prepareRotation(t)...)
 	}
 	promURL := s.proxy.URL
-	if opts.direct {
+	switch {
+	case opts.front != nil:
+		promURL = opts.front(t, s.prom.URL)
+	case opts.direct:
 		promURL = s.prom.URL
 	}
 	s.adapter = s.env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: s.rules, PrometheusURL: promURL, ExtraArgs: args})
