@@ -68,7 +68,24 @@ type Options struct {
 	// NamespaceLabel is the series label carrying the namespace, put on
 	// every selector of a team's queries; "" means tenancy.DefaultLabel.
 	NamespaceLabel string
+	// NamespaceBackends lists, by namespace, the named backends (besides
+	// the default one) that namespace's team rules may use
+	// (--team-rules-backends). A namespace not listed gets the default
+	// backend only.
+	NamespaceBackends map[string][]string
+	// MaxRulesPerConfigMap bounds the rules (custom and external) of one
+	// ConfigMap; 0 means DefaultMaxRulesPerConfigMap.
+	MaxRulesPerConfigMap int
+	// MaxConfigMaps bounds the team ConfigMaps in service; 0 means
+	// DefaultMaxConfigMaps.
+	MaxConfigMaps int
 }
+
+// Defaults of the team rules limits.
+const (
+	DefaultMaxRulesPerConfigMap = 100
+	DefaultMaxConfigMaps        = 200
+)
 
 // Sink receives each ConfigMap's rules: SetTeam installs a new rule set
 // for the ConfigMap key ("namespace/name"), or removes it (nil), and
@@ -147,7 +164,19 @@ func New(cfg Config) (*Watcher, error) {
 		states: map[string]*state{},
 	}
 	w.load = func(cm *corev1.ConfigMap) (*rules.RuleSet, []string, error) {
-		return Load(cm, w.mapper, w.opts.NamespaceLabel, w.backends)
+		allowed := w.allowedBackends(cm.Namespace)
+		rs, warnings, err := Load(cm, w.mapper, w.opts.NamespaceLabel, allowed)
+		if err != nil && len(allowed) < len(w.backends) {
+			err = fmt.Errorf("%w (namespace %s's team rules may use the backends %s; --team-rules-backends allows others)",
+				err, cm.Namespace, strings.Join(append([]string{"default"}, allowed...), ", "))
+		}
+		return rs, warnings, err
+	}
+	if w.opts.MaxRulesPerConfigMap <= 0 {
+		w.opts.MaxRulesPerConfigMap = DefaultMaxRulesPerConfigMap
+	}
+	if w.opts.MaxConfigMaps <= 0 {
+		w.opts.MaxConfigMaps = DefaultMaxConfigMaps
 	}
 	w.opts.Namespaces = slices.Clone(cfg.Namespaces)
 	if w.clock == nil {
@@ -266,6 +295,9 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 		w.states[key] = st
 	}
 	if err == nil {
+		err = w.checkLimits(key, st, rs)
+	}
+	if err == nil {
 		err = w.sink.SetTeam(key, rs)
 	}
 	if err != nil {
@@ -291,6 +323,40 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 	msg := fmt.Sprintf("%d custom and %d external rules serve namespace %s", len(rs.CustomRules()), len(rs.ExternalRules()), cm.Namespace)
 	klog.InfoS("Team rules loaded", "configmap", klog.KObj(cm), "custom", len(rs.CustomRules()), "external", len(rs.ExternalRules()))
 	w.recorder.Event(cm, corev1.EventTypeNormal, ReasonLoaded, msg)
+}
+
+// allowedBackends are the named backends ns's team rules may use: those of
+// Options.NamespaceBackends that the adapter has.
+func (w *Watcher) allowedBackends(ns string) []string {
+	var out []string
+	for _, b := range w.opts.NamespaceBackends[ns] {
+		if slices.Contains(w.backends, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// checkLimits refuses rs for key when it has more rules than
+// MaxRulesPerConfigMap, or when key is not in service yet and
+// MaxConfigMaps ConfigMaps are. Called with w.mu held.
+func (w *Watcher) checkLimits(key string, st *state, rs *rules.RuleSet) error {
+	if n := len(rs.CustomRules()) + len(rs.ExternalRules()); n > w.opts.MaxRulesPerConfigMap {
+		return fmt.Errorf("%d rules, more than the limit of %d rules per team ConfigMap (--team-rules-max-rules-per-configmap)", n, w.opts.MaxRulesPerConfigMap)
+	}
+	if st.serving {
+		return nil
+	}
+	serving := 0
+	for k, other := range w.states {
+		if k != key && other.serving {
+			serving++
+		}
+	}
+	if serving >= w.opts.MaxConfigMaps {
+		return fmt.Errorf("%d team ConfigMaps are in service, the limit (--team-rules-max-configmaps)", w.opts.MaxConfigMaps)
+	}
+	return nil
 }
 
 // changed reports whether sum is neither the data in service for key nor

@@ -164,26 +164,75 @@ func TestApplyKeepsLastGoodRules(t *testing.T) {
 }
 
 // A team rule naming a backend the adapter does not have is refused at its
-// place, not left for discovery to fail on; a backend the adapter has loads.
-func TestApplyRefusesUnknownBackend(t *testing.T) {
-	w, pub, rec, _ := newTestWatcher(t, Options{}, "thanos")
-	const base = "/etc/adapter/config.yaml:rules[0] tenant="
+// place, not left for discovery to fail on; one the adapter has is refused
+// too unless --team-rules-backends allows it for that namespace (issue 32:
+// a team could read another tenant's backend); an allowed one loads.
+func TestApplyBackends(t *testing.T) {
 	withBackend := func(name string) string {
 		return strings.Replace(goodRules, "- seriesQuery:", "- backend: "+name+"\n  seriesQuery:", 1)
 	}
-
-	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": withBackend("mimir")}))
-	if len(pub.sets) != 0 {
-		t.Errorf("a rule naming an unknown backend published rules: %q", pub.last())
+	tests := []struct {
+		name, backend string
+		allowed       map[string][]string
+		wantEvent     string // prefix; "" loads
+	}{
+		{name: "unknown", backend: "mimir", allowed: map[string][]string{"a": {"thanos"}},
+			wantEvent: `Warning RulesRejected team rules ConfigMap a/rules rejected, no previous version is in service: configmap/a/rules/rules.yaml:2:12: rules[0].backend: unknown backend "mimir" (defined: default, thanos)`},
+		{name: "known, not allowed by default", backend: "thanos",
+			wantEvent: `Warning RulesRejected team rules ConfigMap a/rules rejected, no previous version is in service: configmap/a/rules/rules.yaml:2:12: rules[0].backend: unknown backend "thanos" (defined: default)`},
+		{name: "allowed for another namespace only", backend: "thanos", allowed: map[string][]string{"b": {"thanos"}},
+			wantEvent: `Warning RulesRejected team rules ConfigMap a/rules rejected`},
+		{name: "allowed", backend: "thanos", allowed: map[string][]string{"a": {"thanos"}}},
+		{name: "default", backend: "default"},
 	}
-	const want = `Warning RulesRejected team rules ConfigMap a/rules rejected, no previous version is in service: configmap/a/rules/rules.yaml:2:12: rules[0].backend: unknown backend "mimir" (defined: default, thanos)`
-	if ev := events(rec); len(ev) != 1 || !strings.HasPrefix(ev[0], want) {
-		t.Errorf("events %q, want one starting %q", ev, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, pub, rec, _ := newTestWatcher(t, Options{NamespaceBackends: tt.allowed}, "thanos")
+			w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": withBackend(tt.backend)}))
+			ev := events(rec)
+			if tt.wantEvent == "" {
+				if diff := cmp.Diff([]string{"configmap/a/rules/rules.yaml:rules[0] tenant=a", "/etc/adapter/config.yaml:rules[0] tenant="}, pub.last()); diff != "" {
+					t.Errorf("rules served (-want +got):\n%s\nevents %q", diff, ev)
+				}
+				return
+			}
+			if len(pub.sets) != 0 {
+				t.Errorf("published rules: %q", pub.last())
+			}
+			if len(ev) != 1 || !strings.HasPrefix(ev[0], tt.wantEvent) {
+				t.Errorf("events %q, want one starting %q", ev, tt.wantEvent)
+			}
+			if tt.backend == "thanos" && (len(ev) != 1 || !strings.Contains(ev[0], "namespace a's team rules may use the backends default")) {
+				t.Errorf("events %q do not say which backends namespace a may use", ev)
+			}
+		})
 	}
+}
 
-	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": withBackend("thanos")}))
-	if diff := cmp.Diff([]string{"configmap/a/rules/rules.yaml:rules[0] tenant=a", base}, pub.last()); diff != "" {
-		t.Errorf("after a rule naming a known backend (-want +got):\n%s", diff)
+// Limits: rules per ConfigMap and ConfigMaps in service, each refused with
+// a RulesRejected event naming the limit; a ConfigMap in service may
+// change within them.
+func TestApplyLimits(t *testing.T) {
+	w, pub, rec, _ := newTestWatcher(t, Options{MaxRulesPerConfigMap: 2, MaxConfigMaps: 2})
+	rule := strings.TrimPrefix(goodRules, "rules:\n")
+	three := "rules:\n" + rule + rule + rule
+	w.Apply(configMap("a", "big", map[string]string{"rules.yaml": three}))
+	if ev := events(rec); len(ev) != 1 || !strings.Contains(ev[0], "RulesRejected") || !strings.Contains(ev[0], "3 rules, more than the limit of 2 rules per team ConfigMap (--team-rules-max-rules-per-configmap)") {
+		t.Errorf("events after 3 rules %q", ev)
+	}
+	w.Apply(configMap("a", "one", map[string]string{"rules.yaml": goodRules}))
+	w.Apply(configMap("b", "one", map[string]string{"rules.yaml": goodRules}))
+	_ = events(rec)
+	w.Apply(configMap("c", "one", map[string]string{"rules.yaml": goodRules}))
+	if ev := events(rec); len(ev) != 1 || !strings.Contains(ev[0], "RulesRejected") || !strings.Contains(ev[0], "2 team ConfigMaps are in service, the limit (--team-rules-max-configmaps)") {
+		t.Errorf("events after a third ConfigMap %q", ev)
+	}
+	w.Apply(configMap("a", "one", map[string]string{"rules.yaml": "rules:\n" + rule + rule}))
+	if ev := events(rec); len(ev) != 1 || !strings.Contains(ev[0], "RulesLoaded 2 custom") {
+		t.Errorf("a ConfigMap in service changing within the limits: events %q", ev)
+	}
+	if got := len(pub.last()); got != 4 {
+		t.Errorf("rules served %q, want a's 2, b's 1 and the file's", pub.last())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -73,6 +74,12 @@ type ServerOptions struct {
 	// TeamRulesNamespaceLabel is the series label every selector of a
 	// team's queries is confined on.
 	TeamRulesNamespaceLabel string
+	// TeamRulesBackends are namespace:backend pairs: the named backends a
+	// namespace's team rules may use (default: the default backend only).
+	TeamRulesBackends []string
+	// TeamRulesMaxRules and TeamRulesMaxConfigMaps bound a ConfigMap's
+	// rules and the ConfigMaps in service.
+	TeamRulesMaxRules, TeamRulesMaxConfigMaps int
 	// SchedulesFile is --schedules-config (schedules.go).
 	SchedulesFile string
 	// DownstreamConfig is the file of the downstream metrics servers
@@ -112,6 +119,8 @@ func NewServerOptions() *ServerOptions {
 		ClientCertCacheTTL:   certauth.DefaultTTL,
 
 		TeamRulesNamespaceLabel: tenancy.DefaultLabel,
+		TeamRulesMaxRules:       teamrules.DefaultMaxRulesPerConfigMap,
+		TeamRulesMaxConfigMaps:  teamrules.DefaultMaxConfigMaps,
 	}
 }
 
@@ -197,6 +206,12 @@ func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
 		"With --team-rules, the namespaces whose ConfigMaps are watched (comma-separated; default all).")
 	fs.StringVar(&o.TeamRulesNamespaceLabel, "team-rules-namespace-label", o.TeamRulesNamespaceLabel,
 		"With --team-rules, the series label holding the namespace: every selector of a team's queries gets label=\"<its namespace>\", and its rules must map this label to namespaces.")
+	fs.StringSliceVar(&o.TeamRulesBackends, "team-rules-backends", o.TeamRulesBackends,
+		"With --team-rules, namespace:backend pairs (comma-separated, e.g. team-a:thanos,team-b:thanos): the --backends-config backends a namespace's team rules may name. Default: none, a team rule gets the default backend only.")
+	fs.IntVar(&o.TeamRulesMaxRules, "team-rules-max-rules-per-configmap", o.TeamRulesMaxRules,
+		"With --team-rules, the most rules (custom and external) one team ConfigMap may have; more is refused with a RulesRejected event.")
+	fs.IntVar(&o.TeamRulesMaxConfigMaps, "team-rules-max-configmaps", o.TeamRulesMaxConfigMaps,
+		"With --team-rules, the most team ConfigMaps in service; one more is refused with a RulesRejected event.")
 }
 
 // addLibraryFlags registers custom-metrics-apiserver's flags (the adapter
@@ -348,7 +363,32 @@ func (o *ServerOptions) validateTeamRules() []error {
 			errs = append(errs, fmt.Errorf("--team-rules-namespaces: %q: %s", ns, msg))
 		}
 	}
+	if _, err := namespaceBackends(o.TeamRulesBackends); err != nil {
+		errs = append(errs, err)
+	}
+	if o.TeamRulesMaxRules < 1 {
+		errs = append(errs, fmt.Errorf("--team-rules-max-rules-per-configmap %d: must be at least 1", o.TeamRulesMaxRules))
+	}
+	if o.TeamRulesMaxConfigMaps < 1 {
+		errs = append(errs, fmt.Errorf("--team-rules-max-configmaps %d: must be at least 1", o.TeamRulesMaxConfigMaps))
+	}
 	return errs
+}
+
+// namespaceBackends parses --team-rules-backends' namespace:backend pairs.
+func namespaceBackends(pairs []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, p := range pairs {
+		ns, backend, ok := strings.Cut(p, ":")
+		if !ok || backend == "" {
+			return nil, fmt.Errorf("--team-rules-backends: %q: want namespace:backend", p)
+		}
+		if msgs := validation.ValidateNamespaceName(ns, false); len(msgs) > 0 {
+			return nil, fmt.Errorf("--team-rules-backends: %q: namespace %s", p, msgs[0])
+		}
+		out[ns] = append(out[ns], backend)
+	}
+	return out, nil
 }
 
 // teamRules is the team rules configuration, nil when off.
@@ -356,5 +396,7 @@ func (o *ServerOptions) teamRules() *teamrules.Options {
 	if !o.TeamRules {
 		return nil
 	}
-	return &teamrules.Options{Namespaces: o.TeamRulesNamespaces, NamespaceLabel: o.TeamRulesNamespaceLabel}
+	backends, _ := namespaceBackends(o.TeamRulesBackends) // checked by Validate
+	return &teamrules.Options{Namespaces: o.TeamRulesNamespaces, NamespaceLabel: o.TeamRulesNamespaceLabel,
+		NamespaceBackends: backends, MaxRulesPerConfigMap: o.TeamRulesMaxRules, MaxConfigMaps: o.TeamRulesMaxConfigMaps}
 }
