@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -71,6 +73,7 @@ func TestDownstreamSampleAdapter(t *testing.T) {
 
 	t.Run("forwarded unchanged", func(t *testing.T) { checkForwarded(t, ctx, env, port) })
 	t.Run("ours served by promscaler", func(t *testing.T) { checkOurs(t, ctx, env) })
+	t.Run("kube-controller-manager scales on both", func(t *testing.T) { checkScaling(t, ctx, env) })
 	t.Run("downstream killed", func(t *testing.T) { checkKilled(t, ctx, env, sample) })
 }
 
@@ -296,4 +299,26 @@ func decodeInto(a apiAnswer, v any) error {
 		return fmt.Errorf("HTTP %d: %v: %s", a.code, a.err, a.body)
 	}
 	return json.Unmarshal(a.body, v)
+}
+
+// checkScaling: kube-controller-manager's HPA controller scales one
+// Deployment on a forwarded metric (other-external-metric, 44 from the
+// sample server: 44/11 = 4 replicas) and one on promscaler's (ours_queue,
+// 5: 5/1 = 5 replicas), both through the aggregator.
+func checkScaling(t *testing.T, ctx context.Context, env *framework.Env) {
+	env.MustStartControllerManager(t, framework.ControllerManagerConfig{
+		Controllers:   []string{framework.HPAController, framework.DeploymentController, framework.ReplicaSetController},
+		HPASyncPeriod: 2 * time.Second,
+	})
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	external := func(name, target string) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: name},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: q(target)},
+		}}
+	}
+	createWorkload(t, ctx, env, "ds-forwarded", "fwd", 1, 1, 10, external("other-external-metric", "11"), nil)
+	createWorkload(t, ctx, env, "ds-ours", "ours", 1, 1, 10, external("ours_queue", "1"), nil)
+	waitSpecReplicas(t, ctx, env, "ds-forwarded", "fwd", 4, 2*time.Minute)
+	waitSpecReplicas(t, ctx, env, "ds-ours", "ours", 5, 2*time.Minute)
 }
