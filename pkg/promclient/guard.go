@@ -59,6 +59,18 @@ var ErrBackendDown = errors.New("backend known down: recent requests timed out o
 // already has its maximum of requests in flight.
 var ErrBackendBusy = errors.New("backend busy: its maximum of requests in flight is reached")
 
+// StallAfter is how long a request must have waited for the backend's
+// first answer byte for its cancellation by its callers to count as a
+// failure of the backend (a stall) rather than as neither: a query
+// timeout longer than the requests' own deadline (the API server's, the
+// HPA's) would otherwise never be counted, and a stalled backend would
+// never be marked down.
+const StallAfter = 5 * time.Second
+
+// errStalled is the failure of a request its callers gave up on after
+// StallAfter without an answer.
+var errStalled = errors.New("no answer before its callers gave up")
+
 // errGatewayTimeout is the failure of a 504 answer.
 var errGatewayTimeout = errors.New("gateway timeout (HTTP 504)")
 
@@ -133,7 +145,8 @@ func (c GuardConfig) Validate() error {
 // long it was down), one that gets an answer closes the breaker. Any answer from the backend,
 // error statuses included (Prometheus answering 503 is answering), counts as
 // success except 504 (a proxy that gave up waiting); a request its caller
-// cancels counts as neither.
+// cancels counts as neither, unless it had waited StallAfter or more without
+// an answer (a stall: a failure).
 //
 // It works on the transport (RoundTripper), so coalesced calls share one
 // slot, and keeps a request's slot until its answer's body is read or
@@ -390,9 +403,16 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	g.inFlight.Inc()
+	sent := g.clock.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
-		g.finish(outcomeOf(req.Context(), err), probe, err)
+		o, why := outcomeOf(req.Context(), err), err
+		if o == outcomeNeutral && g.clock.Since(sent) >= StallAfter {
+			// Its callers gave up before the backend sent even a header:
+			// a stall, whatever deadline ended the wait first.
+			o, why = outcomeFailed, fmt.Errorf("%w after %v", errStalled, g.clock.Since(sent).Round(time.Millisecond))
+		}
+		g.finish(o, probe, why)
 		return nil, err
 	}
 	// A 504 is a proxy in front of the backend that gave up waiting.

@@ -380,3 +380,41 @@ func TestGuardAnswerBudget(t *testing.T) {
 		t.Error("refused answers marked the backend down")
 	}
 }
+
+// TestGuardStallCounts: a request its callers cancel after waiting
+// StallAfter or more for an answer counts as a failure (five mark the
+// backend down), one cancelled sooner as neither. A query timeout longer
+// than the requests' own deadline left a stalled backend up for ever.
+func TestGuardStallCounts(t *testing.T) {
+	g, clk, _ := newTestGuard(t, GuardConfig{BreakerFailures: 2})
+	wait := StallAfter
+	rt := g.RoundTripper(&scriptedTransport{result: func(req *http.Request) (*http.Response, error) {
+		clk.Step(wait)
+		return nil, context.Canceled
+	}})
+	cancelled := func() error {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return send(t, rt, ctx)
+	}
+	wait = StallAfter - time.Millisecond
+	for range 3 {
+		if err := cancelled(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled request: %v", err)
+		}
+	}
+	if st := g.Status(); !st.Up || st.ConsecutiveFailures != 0 {
+		t.Fatalf("after requests cancelled within StallAfter: %+v, want up with no failure", st)
+	}
+	wait = StallAfter
+	for range 2 {
+		if err := cancelled(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stalled request: %v", err)
+		}
+	}
+	st := g.Status()
+	if st.Up || st.ConsecutiveFailures != 2 || !strings.Contains(st.LastError, "no answer before its callers gave up") {
+		t.Errorf("after two stalls: %+v, want down after 2 failures, last error the stall", st)
+	}
+}
