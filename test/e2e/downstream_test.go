@@ -19,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/promscaler/promscaler/test/e2e/framework"
 	"github.com/promscaler/promscaler/test/exporter"
@@ -72,6 +74,7 @@ func TestDownstreamSampleAdapter(t *testing.T) {
 	}
 
 	t.Run("forwarded unchanged", func(t *testing.T) { checkForwarded(t, ctx, env, port) })
+	t.Run("custom metric forwarded unchanged", func(t *testing.T) { checkCustomForwarded(t, ctx, env, port) })
 	t.Run("ours served by promscaler", func(t *testing.T) { checkOurs(t, ctx, env) })
 	t.Run("kube-controller-manager scales on both", func(t *testing.T) { checkScaling(t, ctx, env) })
 	t.Run("downstream killed", func(t *testing.T) { checkKilled(t, ctx, env, sample) })
@@ -321,4 +324,33 @@ func checkScaling(t *testing.T, ctx context.Context, env *framework.Env) {
 	createWorkload(t, ctx, env, "ds-ours", "ours", 1, 1, 10, external("ours_queue", "1"), nil)
 	waitSpecReplicas(t, ctx, env, "ds-forwarded", "fwd", 4, 2*time.Minute)
 	waitSpecReplicas(t, ctx, env, "ds-ours", "ours", 5, 2*time.Minute)
+}
+
+// checkCustomForwarded writes a custom metric into the sample server (its
+// write endpoint, fixed on :8080) and reads it through promscaler and
+// directly: the same item, timestamp included.
+func checkCustomForwarded(t *testing.T, ctx context.Context, env *framework.Env, port int) {
+	must := fatalOn(t)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:8080/write-metrics/namespaces/default/services/svc1/ds_custom", strings.NewReader(`"300m"`))
+	must(err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	must(err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("writing ds_custom into the sample server: HTTP %d", resp.StatusCode)
+	}
+	path := cmV1beta2 + "/namespaces/default/services/svc1/ds_custom"
+	var via, direct cmv1beta2.MetricValueList
+	must(decodeInto(getAnswer(ctx, env, path), &via))
+	cfg, err := env.UserRESTConfig("sample-e2e-admin", "system:masters")
+	must(err)
+	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
+	cfg.Insecure, cfg.CAData, cfg.CAFile = true, nil, ""
+	raw, err := getDirect(ctx, cfg, path)
+	must(err)
+	must(json.Unmarshal(raw, &direct))
+	if diff := cmp.Diff(direct.Items, via.Items); diff != "" || len(via.Items) != 1 || via.Items[0].Value.String() != "300m" {
+		t.Errorf("ds_custom through promscaler vs directly (-direct +via):\n%s\nvia: %+v", diff, via.Items)
+	}
 }
