@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // The limits of one request. Each is far above real use: an
@@ -30,25 +32,61 @@ const (
 
 // CheckSelector returns a 400 naming the limit when sel (the request's
 // label selector called name) is over MaxSelectorBytes or has a
-// requirement with more than MaxInValues values.
+// requirement with more than MaxInValues values. The size is that of the
+// selector's text (its canonical form: the request's text without its
+// spaces), so a selector under the limit as sent is under it here.
 func CheckSelector(name string, sel labels.Selector) error {
 	if sel == nil || sel.Empty() {
 		return nil
 	}
 	reqs, _ := sel.Requirements()
-	n := 0
 	for _, r := range reqs {
-		n += len(r.Key()) + 4
-		vs := r.ValuesUnsorted()
-		if len(vs) > MaxInValues {
+		if vs := r.ValuesUnsorted(); len(vs) > MaxInValues {
 			return badRequest("%s: requirement on %q has %d values, more than the limit of %d", name, r.Key(), len(vs), MaxInValues)
 		}
-		for _, v := range vs {
-			n += len(v) + 1
+	}
+	if n := len(sel.String()); n > MaxSelectorBytes {
+		return badRequest("%s is %s, longer than the limit of %d bytes", name, byteSize(n), MaxSelectorBytes)
+	}
+	return nil
+}
+
+// CheckMetricSelector is CheckSelector for a custom metric's
+// metricLabelSelector, which is also echoed in the answer as a
+// metav1.LabelSelector: a requirement that has no such form (`!=`, `==`)
+// is a 400 before anything is rendered or sent to Prometheus.
+func CheckMetricSelector(name string, sel labels.Selector) error {
+	if err := CheckSelector(name, sel); err != nil {
+		return err
+	}
+	if sel == nil {
+		return nil
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.NotEquals:
+			return badRequest("%s: %q: the operator != is not supported in a metric label selector (use %s notin (...))", name, r.String(), r.Key())
+		case selection.DoubleEquals:
+			return badRequest("%s: %q: the operator == is not supported in a metric label selector (use %s=...)", name, r.String(), r.Key())
 		}
-		if n > MaxSelectorBytes {
-			return badRequest("%s is longer than the limit of %d bytes", name, MaxSelectorBytes)
+	}
+	return nil
+}
+
+// CheckNamespace returns a 400 when ns, a request's namespace, is not a
+// namespace name (a DNS-1123 label), before any query is rendered with
+// it; "" (no namespace) is valid. The name is not repeated past 63 bytes.
+func CheckNamespace(ns string) error {
+	if ns == "" {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		shown := ns
+		if len(shown) > validation.DNS1123LabelMaxLength {
+			shown = shown[:validation.DNS1123LabelMaxLength] + "..."
 		}
+		return badRequest("namespace %q (%s): not a namespace name: %s", shown, byteSize(len(ns)), msgs[0])
 	}
 	return nil
 }

@@ -89,7 +89,10 @@ func whyNoCustom(x MetricIndex, gr schema.GroupResource, resourceNamespaced func
 // GetMetricByName implements CustomMetricsProvider: the value of a metric
 // for one object.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	if err := limits.CheckSelector("metricLabelSelector", metricSelector); err != nil {
+	if err := limits.CheckMetricSelector("metricLabelSelector", metricSelector); err != nil {
+		return nil, err
+	}
+	if err := limits.CheckNamespace(name.Namespace); err != nil {
 		return nil, err
 	}
 	t, err := p.resolveCustom(ctx, info, name.Namespace)
@@ -148,7 +151,10 @@ func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, se
 	if err := limits.CheckSelector("labelSelector", selector); err != nil {
 		return nil, err
 	}
-	if err := limits.CheckSelector("metricLabelSelector", metricSelector); err != nil {
+	if err := limits.CheckMetricSelector("metricLabelSelector", metricSelector); err != nil {
+		return nil, err
+	}
+	if err := limits.CheckNamespace(namespace); err != nil {
 		return nil, err
 	}
 	t, err := p.resolveCustom(ctx, info, namespace)

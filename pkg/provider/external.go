@@ -105,6 +105,9 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 	if err := limits.CheckSelector("labelSelector", metricSelector); err != nil {
 		return nil, err
 	}
+	if err := limits.CheckNamespace(namespace); err != nil {
+		return nil, err
+	}
 	t, err := p.resolveExternal(ctx, namespace, info.Metric)
 	if err != nil {
 		return nil, err
