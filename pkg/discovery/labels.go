@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -136,7 +136,7 @@ type nameAsker struct {
 	prom       Prometheus
 	scoper     Scoper
 	name       string
-	base       []rules.Matcher // the seriesQuery's matchers and __name__="name"
+	base       []*labels.Matcher // the seriesQuery's matchers and __name__="name"
 	start, end time.Time
 	values     map[string][]string
 	labels     map[string]map[string]bool
@@ -144,39 +144,38 @@ type nameAsker struct {
 
 // withName returns the selector's matchers and __name__="name", unless the
 // selector already has it.
-func withName(sel *Selector, name string) []rules.Matcher {
+func withName(sel *Selector, name string) []*labels.Matcher {
 	ms := sel.Matchers()
-	m := rules.Matcher{Name: string(model.MetricNameLabel), Op: rules.MatchEqual, Value: name}
-	if slices.Contains(ms, m) {
-		return ms
+	for _, m := range ms {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value == name {
+			return ms
+		}
 	}
-	return append(ms, m)
+	return append(ms, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name))
 }
 
 // selector renders base and extra matchers as one series selector.
-func (a *nameAsker) selector(extra []rules.Matcher) string {
+func (a *nameAsker) selector(extra []*labels.Matcher) string {
 	return renderSelector(append(slices.Clip(a.base), extra...))
 }
 
 // renderSelector writes matchers as a series selector, all inside braces (a
 // name before the braces may not be repeated as __name__ inside them).
-func renderSelector(ms []rules.Matcher) string {
+func renderSelector(ms []*labels.Matcher) string {
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, m := range ms {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(labelNameExpr(m.Name))
-		b.WriteString(string(m.Op))
-		b.WriteString(strconv.Quote(m.Value))
+		b.WriteString(m.String())
 	}
 	b.WriteByte('}')
 	return b.String()
 }
 
 // labelNames returns the label names of the series matching base and extra.
-func (a *nameAsker) labelNames(ctx context.Context, extra ...rules.Matcher) (map[string]bool, error) {
+func (a *nameAsker) labelNames(ctx context.Context, extra ...*labels.Matcher) (map[string]bool, error) {
 	sel := a.selector(extra)
 	if got, ok := a.labels[sel]; ok {
 		return got, nil
@@ -195,7 +194,7 @@ func (a *nameAsker) labelNames(ctx context.Context, extra ...rules.Matcher) (map
 
 // labelValues returns the values of label over the series matching base
 // and extra.
-func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...rules.Matcher) ([]string, error) {
+func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...*labels.Matcher) ([]string, error) {
 	sel := a.selector(extra)
 	key := label + "\x00" + sel
 	if got, ok := a.values[key]; ok {
@@ -214,15 +213,15 @@ func (a *nameAsker) labelValues(ctx context.Context, label string, extra ...rule
 // present returns the matchers selecting series that have label l: none
 // when the seriesQuery already requires it (the request is then the cheaper
 // one Prometheus answers from the seriesQuery's own postings).
-func (a *nameAsker) present(l string) []rules.Matcher {
+func (a *nameAsker) present(l string) []*labels.Matcher {
 	if a.sel.requires(l) {
 		return nil
 	}
-	return []rules.Matcher{{Name: l, Op: rules.MatchNotEqual, Value: ""}}
+	return []*labels.Matcher{labels.MustNewMatcher(labels.MatchNotEqual, l, "")}
 }
 
-func absent(l string) rules.Matcher {
-	return rules.Matcher{Name: l, Op: rules.MatchEqual, Value: ""}
+func absent(l string) *labels.Matcher {
+	return labels.MustNewMatcher(labels.MatchEqual, l, "")
 }
 
 // rows returns, for each rule rules[j] (j in which), the rows standing for
@@ -237,11 +236,11 @@ func (a *nameAsker) rows(ctx context.Context, ruleList []*rules.Rule, which []in
 		return make([][]rules.Series, len(which)), nil
 	}
 	delete(all, string(model.MetricNameLabel))
-	labels := make([]string, 0, len(all))
+	seriesLabels := make([]string, 0, len(all))
 	for l := range all {
-		labels = append(labels, l)
+		seriesLabels = append(seriesLabels, l)
 	}
-	slices.Sort(labels)
+	slices.Sort(seriesLabels)
 	out := make([][]rules.Series, len(which))
 	for k, j := range which {
 		rs := &rowSet{name: a.name, seen: map[string]bool{}}
@@ -249,7 +248,7 @@ func (a *nameAsker) rows(ctx context.Context, ruleList []*rules.Rule, which []in
 		if ruleList[j].Kind() == rules.KindExternal {
 			err = a.externalRows(ctx, ruleList[j], all, rs)
 		} else {
-			err = a.customRows(ctx, ruleList[j], labels, all, rs)
+			err = a.customRows(ctx, ruleList[j], seriesLabels, all, rs)
 		}
 		if err != nil {
 			return nil, err
@@ -324,7 +323,7 @@ func (a *nameAsker) externalRows(ctx context.Context, r *rules.Rule, has map[str
 // Every row carries a subset of the labels, and the namespace value, of one
 // real series with the same namespacedness, so it adds nothing that series
 // does not; and each series' contribution is covered by one of the rows.
-func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, labels []string, has map[string]bool, rs *rowSet) error {
+func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, seriesLabels []string, has map[string]bool, rs *rowSet) error {
 	res := r.Resources()
 	nsLabel, err := res.LabelForResource(rules.NamespaceResource)
 	if err != nil {
@@ -336,7 +335,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, labels []stri
 	}
 	var ms []mapped
 	var nsLabels []string // labels of the series mapping to namespaces
-	for _, l := range labels {
+	for _, l := range seriesLabels {
 		gr, ok := res.ResourceForLabel(l)
 		if !ok {
 			continue
@@ -392,7 +391,7 @@ func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, labels []stri
 		if slices.ContainsFunc(nsLabels, a.sel.requires) {
 			continue // the seriesQuery selects none
 		}
-		extra := make([]rules.Matcher, len(nsLabels))
+		extra := make([]*labels.Matcher, len(nsLabels))
 		for i, x := range nsLabels {
 			extra[i] = absent(x)
 		}
