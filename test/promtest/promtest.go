@@ -2,7 +2,7 @@
 // httptest server speaking the Prometheus HTTP API. It holds a list of
 // series and answers /api/v1/series, /api/v1/labels and
 // /api/v1/label/<name>/values (with match[]: every selector form
-// discovery.ParseSelector accepts, several matchers on one label included;
+// Prometheus's parser accepts, several matchers on one label included;
 // start and end are ignored, every series is current) and the grouped
 // discovery query (count by / sum by over label_replace over
 // last_over_time(SELECTOR[d])) the way Prometheus does. Instant queries
@@ -24,9 +24,35 @@ import (
 	"sync"
 
 	"github.com/prometheus/common/model"
-
-	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 )
+
+// promql is Prometheus's own parser: promtest imports no package of the
+// project, so that every package's tests can use it.
+var promql = parser.NewParser(parser.Options{})
+
+// selector is a parsed series selector.
+type selector []*labels.Matcher
+
+func parseSelector(s string) (selector, error) {
+	ms, err := promql.ParseMetricSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("promtest: series selector %q: %w", s, err)
+	}
+	return ms, nil
+}
+
+// matches reports whether a series with these labels is selected, an
+// absent label counting as the empty value.
+func (sel selector) matches(ls model.LabelSet) bool {
+	for _, m := range sel {
+		if !m.Matches(string(ls[model.LabelName(m.Name)])) {
+			return false
+		}
+	}
+	return true
+}
 
 // Server is a fake Prometheus. Create it with New; it is safe for
 // concurrent use.
@@ -260,9 +286,9 @@ func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, er
 	if len(matchers) == 0 {
 		return nil, fmt.Errorf("no match[] parameter provided")
 	}
-	var sels []*discovery.Selector
+	var sels []selector
 	for _, m := range matchers {
-		sel, err := discovery.ParseSelector(m)
+		sel, err := parseSelector(m)
 		if err != nil {
 			return nil, err
 		}
@@ -271,7 +297,7 @@ func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, er
 	out := []model.LabelSet{}
 	for _, ls := range series {
 		for _, sel := range sels {
-			if sel.Matches(ls) {
+			if sel.matches(ls) {
 				out = append(out, ls)
 				break
 			}
@@ -398,13 +424,13 @@ func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) 
 	if keep && !dropName {
 		return nil, fmt.Errorf("promtest: keep_metric_names is MetricsQL, not PromQL")
 	}
-	sel, err := discovery.ParseSelector(m[1])
+	sel, err := parseSelector(m[1])
 	if err != nil {
 		return nil, err
 	}
 	var out []point
 	for _, ls := range series {
-		if !sel.Matches(ls) {
+		if !sel.matches(ls) {
 			continue
 		}
 		if dropName && !keep {
