@@ -34,11 +34,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/rules"
 )
 
-// DefaultMaxNamesInQuery is the default largest number of object names put
-// into a query's name matcher. Above it the provider asks for every object
-// of the resource in the namespace and keeps the ones it wants, so the
-// query stays a few hundred bytes whatever the number of objects.
-const DefaultMaxNamesInQuery = 20
 
 // DefaultMaxQueryBytes is the default longest query rendered with object
 // names: a query naming few objects with long names (or a template that
@@ -103,14 +98,14 @@ type Config struct {
 	// Objects lists the objects of `*` requests; pass the adapter's *objectcache.Cache.
 	Objects ObjectLister
 	// Mapper resolves request resources ("pods", "pod", "deployments.apps")
-	// to group-version-resources and kinds; pass the cluster's RESTMapper.
-	// Its successful answers are kept for a minute (resolveTTL).
+	// to group-version-resources and kinds; pass the cluster's RESTMapper
+	// (asked on every request).
 	Mapper meta.RESTMapper
-	// Clock stamps defaultValue answers, which have no sample timestamp,
-	// and ages the remembered RESTMapper answers. Nil means the real clock.
+	// Clock stamps defaultValue answers, which have no sample timestamp.
+	// Nil means the real clock.
 	Clock clock.PassiveClock
 	// MaxNamesInQuery is the largest number of object names put into a
-	// query's name matcher; 0 means DefaultMaxNamesInQuery.
+	// query's name matcher; 0 means rules.DefaultMaxNamesInQuery.
 	MaxNamesInQuery int
 	// MaxQueryBytes is the longest query rendered with a name matcher;
 	// 0 means DefaultMaxQueryBytes.
@@ -187,7 +182,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Pending = func() []string { return nil }
 	}
 	cfg.Clock = cmp.Or[clock.PassiveClock](cfg.Clock, clock.RealClock{})
-	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, DefaultMaxNamesInQuery)
+	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, rules.DefaultMaxNamesInQuery)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
 	p := &Provider{cfg: cfg}
 	if !cfg.Shared.Disabled {

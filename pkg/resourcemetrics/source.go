@@ -22,11 +22,6 @@ import (
 
 // Defaults of SourceConfig.
 const (
-	// DefaultMaxNamesInQuery is the most pod or node names a query names in
-	// its matcher; beyond it the query asks for every pod of the namespace
-	// (or every node) and the adapter keeps the ones it wants, so a query's
-	// length does not grow with the number of objects.
-	DefaultMaxNamesInQuery = 20
 	// DefaultParallelism is the most namespaces queried at once (each with
 	// its CPU and memory query in parallel).
 	DefaultParallelism = 8
@@ -56,7 +51,7 @@ type SourceConfig struct {
 	// Clock stamps the objects' creationTimestamp, as metrics-server does.
 	// Nil means the real clock.
 	Clock clock.PassiveClock
-	// MaxNamesInQuery: see DefaultMaxNamesInQuery; 0 means the default.
+	// MaxNamesInQuery: see rules.DefaultMaxNamesInQuery; 0 means it.
 	MaxNamesInQuery int
 	// Parallelism: see DefaultParallelism; 0 means the default.
 	Parallelism int
@@ -100,7 +95,7 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		s.clock = clock.RealClock{}
 	}
 	if s.maxNames == 0 {
-		s.maxNames = DefaultMaxNamesInQuery
+		s.maxNames = rules.DefaultMaxNamesInQuery
 	}
 	if s.parallelism == 0 {
 		s.parallelism = DefaultParallelism

@@ -94,6 +94,13 @@ type Query struct {
 // every object.
 const allObjectsRegexp = ".+"
 
+// DefaultMaxNamesInQuery is the default largest number of object (pod,
+// node...) names the metrics paths put into a query's name matcher. Above
+// it they ask for every object of the resource in the namespace and keep
+// the ones they want, so that a query stays a few hundred bytes whatever
+// the number of objects.
+const DefaultMaxNamesInQuery = 20
+
 // renderInput is the matcher and grouping part of a query.
 type renderInput struct {
 	series     string
