@@ -3,6 +3,8 @@ package config
 import (
 	"slices"
 	"strings"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // DefaultBackend is the name of the backend the --prometheus-* flags
@@ -33,7 +35,7 @@ func (c *Config) UnknownBackends(known []string) ErrorList {
 		}
 		names := append([]string{DefaultBackend}, known...)
 		ch.errorf(KeyPath(path, "backend"), "define it in --backends-config, or remove the key to use the --prometheus-* flags' backend",
-			"unknown backend %q (defined: %s)", truncate(name, 80), strings.Join(names, ", "))
+			"unknown backend %q (defined: %s)", truncate.String(name, 80), strings.Join(names, ", "))
 	}
 	for i := range c.Rules {
 		check(IndexPath(PathRules, i), c.Rules[i].Backend)

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // maxNodes bounds the work of decoding one document, counting every node
@@ -123,18 +125,11 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("the %s %q", strings.TrimPrefix(n.ShortTag(), "!!"), truncate(n.Value, 40))
+		return fmt.Sprintf("the %s %q", strings.TrimPrefix(n.ShortTag(), "!!"), truncate.String(n.Value, 40))
 	case yaml.DocumentNode:
 		return "a document"
 	}
 	return "an unknown node"
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 var yamlBools = map[string]bool{

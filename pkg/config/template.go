@@ -13,6 +13,8 @@ import (
 	"text/template/parse"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // templateProblem is a problem found in a template (see TemplateError).
@@ -310,7 +312,7 @@ func checkQueryTemplate(name, text string, kind queryKind, window string) (*temp
 		return p, ""
 	}
 	if err := CheckPromQL(out); err != nil {
-		return nil, fmt.Sprintf("Prometheus would reject the query this template renders: %v; rendered with sample values: %s", err, truncate(strings.Join(strings.Fields(out), " "), 200))
+		return nil, fmt.Sprintf("Prometheus would reject the query this template renders: %v; rendered with sample values: %s", err, truncate.String(strings.Join(strings.Fields(out), " "), 200))
 	}
 	return nil, ""
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // Validate checks the configuration and returns every error found, in file
@@ -289,7 +291,7 @@ func (ch *checker) regex(path, expr string) *regexp.Regexp {
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		ch.errorf(path, "the syntax is Go's RE2 (no look-around or back-references)",
-			"invalid regular expression %q: %s", truncate(expr, 80), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			"invalid regular expression %q: %s", truncate.String(expr, 80), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 		return nil
 	}
 	return re
@@ -438,7 +440,7 @@ func (ch *checker) quantity(path string, v *string) {
 		return
 	}
 	if err := checkQuantity(*v); err != nil {
-		ch.errorf(path, `e.g. "0", "1.5", "100m", "2Ki"`, "defaultValue %q is not a Kubernetes quantity: %v", truncate(*v, 40), err)
+		ch.errorf(path, `e.g. "0", "1.5", "100m", "2Ki"`, "defaultValue %q is not a Kubernetes quantity: %v", truncate.String(*v, 40), err)
 	}
 }
 
@@ -476,7 +478,7 @@ func (ch *checker) resourceRules(path string, r *ResourceRules) {
 	if r.Window != "" {
 		if _, err := model.ParseDuration(r.Window); err != nil {
 			ch.errorf(KeyPath(path, "window"), `a Prometheus duration such as "1m" or "5m30s"`,
-				"window %q is not a duration", truncate(r.Window, 40))
+				"window %q is not a duration", truncate.String(r.Window, 40))
 			window = "1m" // keep checking the templates as if it were set
 		}
 	}
@@ -523,7 +525,7 @@ func (ch *checker) externalQuery(path string, q *ExternalQuery) {
 		ch.errorf(np, "", "name is required: the external metric name the query is served as")
 	case !externalMetricNameRE.MatchString(q.Name):
 		ch.errorf(np, "letters, digits, '_', ':', '-' and '.', not starting with a digit, '-' or '.'",
-			"%q is not a valid external metric name", truncate(q.Name, 60))
+			"%q is not a valid external metric name", truncate.String(q.Name, 60))
 	}
 	qp := KeyPath(path, "query")
 	if strings.TrimSpace(q.Query) == "" {

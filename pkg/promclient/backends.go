@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/sigv4"
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // BackendsFile is the format of --backends-config: the backends besides
@@ -168,7 +170,7 @@ func ValidBackendName(name string) error {
 		return fmt.Errorf("%q names the backend of the --prometheus-* flags; choose another name", name)
 	}
 	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
-		return fmt.Errorf("backend name %q: %s", truncate(name, backendNameMaxLen+8), strings.Join(msgs, "; "))
+		return fmt.Errorf("backend name %q: %s", truncate.String(name, backendNameMaxLen+8), strings.Join(msgs, "; "))
 	}
 	return nil
 }

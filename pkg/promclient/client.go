@@ -35,6 +35,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/servertiming"
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // SampleQuerier runs an instant PromQL query and returns the vector as
@@ -394,12 +395,12 @@ func (c *Client) send(ctx context.Context, endpoint, desc, key string, fn func(c
 	c.metrics.PrometheusRequestDuration.WithLabelValues(endpoint, metrics.PromOutcomeSuccess).Observe(elapsed.Seconds())
 	if logger := klog.V(5); logger.Enabled() {
 		if st.arrived.IsZero() {
-			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed)
+			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate.String(desc, maxQueryInError), "duration", elapsed)
 		} else {
 			// How long the request that sent the query had been waiting
 			// (from its arrival stamp): what a caller that missed an
 			// identical answer saw.
-			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate(desc, maxQueryInError), "duration", elapsed, "requestAge", start.Sub(st.arrived))
+			logger.InfoS("Prometheus request", "endpoint", endpoint, "query", truncate.String(desc, maxQueryInError), "duration", elapsed, "requestAge", start.Sub(st.arrived))
 		}
 	}
 	c.cache.put(key, v)
@@ -468,7 +469,7 @@ func formatTime(t time.Time) string {
 func logWarnings(endpoint, desc string, warnings v1.Warnings) {
 	if len(warnings) > 0 {
 		klog.V(2).InfoS("Prometheus answered with warnings", "endpoint", endpoint,
-			"query", truncate(desc, maxQueryInError), "warnings", warnings)
+			"query", truncate.String(desc, maxQueryInError), "warnings", warnings)
 	}
 }
 

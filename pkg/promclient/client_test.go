@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 func TestMain(m *testing.M) {
@@ -132,7 +133,7 @@ func TestQueryMethodAndTimeoutParam(t *testing.T) {
 				t.Errorf("timeout= %q, want %q", got, tc.wantTimeout)
 			}
 			if got := r.Args.Get("query"); got != tc.query {
-				t.Errorf("query= %q, want the query", truncate(got, 50))
+				t.Errorf("query= %q, want the query", truncate.String(got, 50))
 			}
 			if r.Args.Has("time") {
 				t.Errorf("time= sent for a zero ts: %q", r.Args.Get("time"))

@@ -12,6 +12,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // maxQueryInError bounds how much of a query or matcher list an error
@@ -74,26 +75,13 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
-// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("...(%d bytes)", len(s))
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // classify turns a client_golang or transport error into an *Error with an
 // outcome, stripping anything that might carry credentials or a huge URL.
 // ctxErr is the error of the context the request ran under and status the
 // HTTP status of the last answer (0 when none arrived).
 func classify(endpoint, query string, err error, ctxErr error, status int) *Error {
-	e := &Error{Endpoint: endpoint, Query: truncate(query, maxQueryInError), StatusCode: status}
+	e := &Error{Endpoint: endpoint, Query: truncate.String(query, maxQueryInError), StatusCode: status}
 	var (
 		apiErr   *v1.Error
 		tooLarge *AnswerTooLargeError
@@ -166,7 +154,7 @@ func withBodyError(err *v1.Error) *v1.Error {
 func describeAPIError(err *v1.Error) error {
 	msg := fmt.Sprintf("%s: %s", err.Type, err.Msg)
 	if d := strings.Join(strings.Fields(err.Detail), " "); d != "" {
-		msg += ": " + truncate(d, maxDetailInError)
+		msg += ": " + truncate.String(d, maxDetailInError)
 	}
 	return errors.New(msg)
 }

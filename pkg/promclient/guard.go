@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // Defaults of a backend's Guard (GuardConfig's zero values).
@@ -351,7 +352,7 @@ func errorSummary(err error) string {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	default:
-		return truncate(redactURLError(err).Error(), maxDetailInError)
+		return truncate.String(redactURLError(err).Error(), maxDetailInError)
 	}
 }
 

@@ -34,7 +34,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/rules"
 )
 
-
 // DefaultMaxQueryBytes is the default longest query rendered with object
 // names: a query naming few objects with long names (or a template that
 // repeats .LabelMatchers) that renders longer asks for every object

@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/truncate"
 	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
@@ -310,7 +311,7 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 		w.rejected.WithLabelValues(sourceName(key)).Set(1)
 		w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeFailure).Inc()
 		klog.ErrorS(err, "Team rules rejected", "configmap", klog.KObj(cm))
-		w.recorder.Event(cm, corev1.EventTypeWarning, ReasonRejected, truncate(err.Error()))
+		w.recorder.Event(cm, corev1.EventTypeWarning, ReasonRejected, truncate.String(err.Error(), maxEventMessage))
 		return
 	}
 	st.inService, st.serving, st.hasRej = sum, true, false
@@ -433,11 +434,4 @@ func dataSum(cm *corev1.ConfigMap) [sha256.Size]byte {
 	var out [sha256.Size]byte
 	h.Sum(out[:0])
 	return out
-}
-
-func truncate(s string) string {
-	if len(s) <= maxEventMessage {
-		return s
-	}
-	return s[:maxEventMessage-3] + "..."
 }
