@@ -75,7 +75,6 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
-
 // classify turns a client_golang or transport error into an *Error with an
 // outcome, stripping anything that might carry credentials or a huge URL.
 // ctxErr is the error of the context the request ran under and status the
