@@ -124,7 +124,7 @@ func MatchSeries(rs *rules.RuleSet, series []model.LabelSet) ([]RuleSeries, erro
 // labelNameExpr writes a label name for a PromQL expression: as is when it
 // is a legacy identifier, else quoted (Prometheus 3 UTF-8 names).
 func labelNameExpr(name string) string {
-	if model.LabelName(name).IsValidLegacy() {
+	if model.LegacyValidation.IsValidLabelName(name) {
 		return name
 	}
 	return strconv.Quote(name)
