@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/promscaler/promscaler/internal/truncate"
 )
 
 // ParseMaxSampleAge parses a maxSampleAge: a positive Prometheus duration
@@ -25,6 +27,6 @@ func ParseMaxSampleAge(s string) (time.Duration, error) {
 
 func (ch *checker) maxSampleAge(path, v string) {
 	if _, err := ParseMaxSampleAge(v); err != nil {
-		ch.errorf(path, `a Prometheus duration, e.g. "30s", "2m"`, "maxSampleAge %q: %v", truncate(v, 40), err)
+		ch.errorf(path, `a Prometheus duration, e.g. "30s", "2m"`, "maxSampleAge %q: %v", truncate.String(v, 40), err)
 	}
 }
