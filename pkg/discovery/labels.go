@@ -147,11 +147,11 @@ type nameAsker struct {
 func withName(sel *Selector, name string) []*labels.Matcher {
 	ms := sel.Matchers()
 	for _, m := range ms {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual && m.Value == name {
+		if m.Name == string(model.MetricNameLabel) && m.Type == labels.MatchEqual && m.Value == name {
 			return ms
 		}
 	}
-	return append(ms, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, name))
+	return append(ms, labels.MustNewMatcher(labels.MatchEqual, string(model.MetricNameLabel), name))
 }
 
 // selector renders base and extra matchers as one series selector.
