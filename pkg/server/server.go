@@ -130,6 +130,12 @@ type Config struct {
 	// rules without a backend key read from) then the named ones
 	// (--backends-config), which rules name with their backend key.
 	Backends []promclient.Backend
+	// BackendsFile is the --backends-config file the named Backends came
+	// from: watched (ConfigReloadInterval) and reloaded when it changes.
+	BackendsFile string
+	// backendNames, once the backends are built, lists the named ones in
+	// service (they change with BackendsFile) for the rules' backend keys.
+	backendNames func() []string
 	// Discovery's Interval, MaxAge and Strategy configure discovery; the
 	// providers fill in its backends, rules and the rest.
 	Discovery discovery.Options
@@ -177,6 +183,9 @@ func (c *Config) loadRules(files []rules.File, mapper meta.RESTMapper, strict fu
 	for _, b := range c.Backends[min(1, len(c.Backends)):] {
 		names = append(names, b.Name)
 	}
+	if c.backendNames != nil {
+		names = c.backendNames()
+	}
 	loaded, err := rules.Load(files, rules.Options{Mapper: mapper, Strict: strict, Backends: names})
 	if err != nil {
 		return nil, err
@@ -195,8 +204,10 @@ type Server struct {
 	backends  *promclient.Backends
 	providers *Providers
 	watcher   *reload.Watcher
-	apiServer *apiServerReachability
-	events    *podEvents
+	// backendsWatcher reloads BackendsFile (backends_reload.go).
+	backendsWatcher *reload.Watcher
+	apiServer       *apiServerReachability
+	events          *podEvents
 }
 
 // startupRules are the rules files as read and loaded at startup, and the
@@ -260,7 +271,11 @@ func (c *Config) Complete() (*Server, error) {
 		}
 		s.events = newPodEvents(kube, c.Pod)
 	}
+	c.backendNames = backends.Names
 	if err := c.watchRules(s, start, m); err != nil {
+		return nil, err
+	}
+	if err := c.watchBackends(s, m); err != nil {
 		return nil, err
 	}
 	var rejected func() []reload.Rejection
@@ -442,6 +457,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.watcher != nil {
 		wg.Go(func() { s.watcher.Run(ctx) })
+	}
+	if s.backendsWatcher != nil {
+		wg.Go(func() { s.backendsWatcher.Run(ctx) })
 	}
 	wg.Go(func() { s.apiServer.run(ctx) })
 	klog.InfoS("Serving the metrics APIs", "name", s.name)

@@ -340,6 +340,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		ConfigReloadInterval:  o.ConfigReloadInterval,
 		AllowEmptyRulesReload: o.AllowEmptyRulesReload,
 		Backends:              backends,
+		BackendsFile:          o.Prometheus.BackendsFile,
 		Discovery:             o.Discovery,
 		ClientCertCacheTTL:    o.ClientCertCacheTTL,
 		TeamRules:             o.teamRules(),
