@@ -22,7 +22,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/audit"
-	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/pkg/promclient"
 )
@@ -65,7 +64,7 @@ func FromError(ctx context.Context, what string, err error) error {
 		return ClientGone()
 	}
 	id := RequestID(ctx)
-	klog.ErrorS(err, "Metrics request failed", "requestID", id, "request", what)
+	logFailure(err, id, what)
 	ref := fmt.Sprintf("request id %s, details in the adapter's log", id)
 	var (
 		pe       *promclient.Error
@@ -139,6 +138,6 @@ func Unavailable(ctx context.Context, what string, err error) error {
 		return FromError(ctx, what, err)
 	}
 	id := RequestID(ctx)
-	klog.ErrorS(err, "Metrics request failed", "requestID", id, "request", what)
+	logFailure(err, id, what)
 	return apierrors.NewServiceUnavailable(fmt.Sprintf("%s: not available (request id %s, details in the adapter's log)", what, id))
 }
