@@ -186,17 +186,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var endpoint string
-	switch {
-	case r.URL.Path == "/api/v1/query":
-		endpoint = Query
-	case r.URL.Path == "/api/v1/series":
-		endpoint = Series
-	case r.URL.Path == "/api/v1/labels":
-		endpoint = Labels
-	case strings.HasPrefix(r.URL.Path, "/api/v1/label/") && strings.HasSuffix(r.URL.Path, "/values"):
-		endpoint = LabelValues
-	default:
+	endpoint := endpointOf(r.URL.Path)
+	if endpoint == "" {
 		http.NotFound(w, r)
 		return
 	}
@@ -247,27 +238,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		writeData(w, out)
 	case Labels, LabelValues:
-		sel := series
-		if ms := r.Form["match[]"]; len(ms) > 0 {
-			var err error
-			if sel, err = selectAll(series, ms); err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
-		}
-		set := map[string]bool{}
-		label := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/label/"), "/values")
-		for _, ls := range sel {
-			if endpoint == Labels {
-				for n := range ls {
-					set[string(n)] = true
-				}
-			} else if v, ok := ls[model.LabelName(label)]; ok {
-				set[string(v)] = true
-			}
-		}
-		out := slices.Sorted(maps.Keys(set))
-		writeData(w, out)
+		answerLabels(w, r, endpoint, series)
 	case Query:
 		if answered {
 			writeData(w, map[string]any{"resultType": "vector", "result": answer})
@@ -280,6 +251,47 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		writeData(w, map[string]any{"resultType": "vector", "result": res})
 	}
+}
+
+// endpointOf names the API endpoint of a request path, "" for none.
+func endpointOf(path string) string {
+	switch {
+	case path == "/api/v1/query":
+		return Query
+	case path == "/api/v1/series":
+		return Series
+	case path == "/api/v1/labels":
+		return Labels
+	case strings.HasPrefix(path, "/api/v1/label/") && strings.HasSuffix(path, "/values"):
+		return LabelValues
+	}
+	return ""
+}
+
+// answerLabels answers /api/v1/labels (endpoint Labels) or
+// /api/v1/label/<name>/values over the series the match[] selectors select
+// (every series without one).
+func answerLabels(w http.ResponseWriter, r *http.Request, endpoint string, series []model.LabelSet) {
+	sel := series
+	if ms := r.Form["match[]"]; len(ms) > 0 {
+		var err error
+		if sel, err = selectAll(series, ms); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	set := map[string]bool{}
+	label := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/label/"), "/values")
+	for _, ls := range sel {
+		if endpoint == Labels {
+			for n := range ls {
+				set[string(n)] = true
+			}
+		} else if v, ok := ls[model.LabelName(label)]; ok {
+			set[string(v)] = true
+		}
+	}
+	writeData(w, slices.Sorted(maps.Keys(set)))
 }
 
 func selectAll(series []model.LabelSet, matchers []string) ([]model.LabelSet, error) {
@@ -342,50 +354,55 @@ func groupedQuery(series []model.LabelSet, q string, dropName bool) ([]sample, e
 	return out, nil
 }
 
+// evalAggregate evaluates count by or sum by (m: aggregateRe's match).
+func evalAggregate(series []model.LabelSet, m []string, dropName bool) ([]point, error) {
+	var by []model.LabelName
+	for _, l := range strings.Split(m[2], ",") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, `"`) {
+			if err := json.Unmarshal([]byte(l), &l); err != nil {
+				return nil, fmt.Errorf("promtest: label %s: %w", l, err)
+			}
+		}
+		if l != "" {
+			by = append(by, model.LabelName(l))
+		}
+	}
+	in, err := eval(series, m[3], dropName)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[model.Fingerprint]*point{}
+	var order []model.Fingerprint
+	for _, p := range in {
+		g := model.LabelSet{}
+		for _, l := range by {
+			if v, ok := p.labels[l]; ok {
+				g[l] = v
+			}
+		}
+		add := 1.0
+		if m[1] == "sum" {
+			add = p.value
+		}
+		fp := g.Fingerprint()
+		if acc, ok := groups[fp]; ok {
+			acc.value += add
+			continue
+		}
+		groups[fp] = &point{labels: g, value: add}
+		order = append(order, fp)
+	}
+	out := make([]point, len(order))
+	for i, fp := range order {
+		out[i] = *groups[fp]
+	}
+	return out, nil
+}
+
 func eval(series []model.LabelSet, expr string, dropName bool) ([]point, error) {
 	if m := aggregateRe.FindStringSubmatch(expr); m != nil {
-		var by []model.LabelName
-		for _, l := range strings.Split(m[2], ",") {
-			l = strings.TrimSpace(l)
-			if strings.HasPrefix(l, `"`) {
-				if err := json.Unmarshal([]byte(l), &l); err != nil {
-					return nil, fmt.Errorf("promtest: label %s: %w", l, err)
-				}
-			}
-			if l != "" {
-				by = append(by, model.LabelName(l))
-			}
-		}
-		in, err := eval(series, m[3], dropName)
-		if err != nil {
-			return nil, err
-		}
-		groups := map[model.Fingerprint]*point{}
-		var order []model.Fingerprint
-		for _, p := range in {
-			g := model.LabelSet{}
-			for _, l := range by {
-				if v, ok := p.labels[l]; ok {
-					g[l] = v
-				}
-			}
-			add := 1.0
-			if m[1] == "sum" {
-				add = p.value
-			}
-			fp := g.Fingerprint()
-			if acc, ok := groups[fp]; ok {
-				acc.value += add
-				continue
-			}
-			groups[fp] = &point{labels: g, value: add}
-			order = append(order, fp)
-		}
-		out := make([]point, len(order))
-		for i, fp := range order {
-			out[i] = *groups[fp]
-		}
-		return out, nil
+		return evalAggregate(series, m, dropName)
 	}
 	if m := labelReplaceRe.FindStringSubmatch(expr); m != nil {
 		in, err := eval(series, m[1], dropName)
