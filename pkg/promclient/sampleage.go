@@ -33,11 +33,13 @@ func (c *Client) maxSampleAge(ctx context.Context) time.Duration {
 func (c *Client) MaxSampleAge() time.Duration { return c.sampleAge }
 
 // setLookbackDelta asks the server to look back at most age for the latest
-// sample of each series (Prometheus' lookback_delta, since 2.43; servers
-// that do not know it ignore it).
+// sample of each series: Prometheus' lookback_delta (since 2.43) and
+// VictoriaMetrics' max_lookback (which ignores lookback_delta); a server
+// ignores the one it does not know.
 func setLookbackDelta(args url.Values, age time.Duration) {
 	if age > 0 {
 		args.Set("lookback_delta", strconv.FormatFloat(age.Seconds(), 'f', -1, 64))
+		args.Set("max_lookback", strconv.FormatInt(age.Milliseconds(), 10)+"ms")
 	}
 }
 

@@ -58,6 +58,13 @@ func TestMaxSampleAge(t *testing.T) {
 			if got := f.requests()[0].Args.Get("lookback_delta"); got != tc.wantLookbac {
 				t.Errorf("lookback_delta=%q, want %q", got, tc.wantLookbac)
 			}
+			wantMax := ""
+			if tc.wantLookbac != "" {
+				wantMax = tc.wantLookbac + "000ms"
+			}
+			if got := f.requests()[0].Args.Get("max_lookback"); got != wantMax {
+				t.Errorf("max_lookback=%q, want %q", got, wantMax)
+			}
 			if got := testutil.ToFloat64(m.StaleSamplesDropped.WithLabelValues(DefaultBackendName)); got != tc.wantDropped {
 				t.Errorf("stale samples dropped %v, want %v", got, tc.wantDropped)
 			}
