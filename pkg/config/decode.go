@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/promscaler/promscaler/internal/textdist"
 	"github.com/promscaler/promscaler/internal/truncate"
 )
 
@@ -358,7 +359,7 @@ func suggest(key string, fields map[string]fieldInfo) string {
 		if strings.EqualFold(name, key) {
 			return fmt.Sprintf("did you mean %q? keys are case-sensitive", name)
 		}
-		if dist := editDistance(strings.ToLower(key), strings.ToLower(name)); dist < bestDist {
+		if dist := textdist.Levenshtein(strings.ToLower(key), strings.ToLower(name)); dist < bestDist {
 			best, bestDist = name, dist
 		}
 	}
@@ -366,29 +367,4 @@ func suggest(key string, fields map[string]fieldInfo) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "known keys here: " + strings.Join(names, ", ")
-}
-
-// editDistance is the Levenshtein distance between a and b, giving up (and
-// returning a large value) for long strings.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

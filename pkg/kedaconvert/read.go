@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/promscaler/promscaler/internal/yamlpath"
 )
 
 // Document is one ScaledObject read from a YAML stream, with the node
@@ -112,47 +113,19 @@ func scalar(m *yaml.Node, key string) string {
 
 // child is the value node of key in mapping m, or nil.
 func child(m *yaml.Node, key string) *yaml.Node {
-	_, v := lookup(m, key)
+	_, v := yamlpath.Lookup(m, key)
 	return v
-}
-
-// lookup is the key and value nodes of key in mapping m, or nils.
-func lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i], m.Content[i+1]
-		}
-	}
-	return nil, nil
 }
 
 // line is the line of the field at path (keys and [i] indexes, as
 // "spec.triggers[1].metadata.query") in the document, or of the closest
 // enclosing field found.
 func (d Document) line(path string) int {
-	n, line := d.root, 0
-	if n != nil {
-		line = n.Line
+	if d.root == nil {
+		return 0
 	}
-	for _, part := range strings.Split(path, ".") {
-		key, rest, _ := strings.Cut(part, "[")
-		k, v := lookup(n, key)
-		if v == nil {
-			return line
-		}
-		n, line = v, k.Line
-		for rest != "" {
-			idx, tail, _ := strings.Cut(rest, "]")
-			i, err := strconv.Atoi(idx)
-			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
-				return line
-			}
-			n, line = n.Content[i], n.Content[i].Line
-			rest = strings.TrimPrefix(tail, "[")
-		}
+	if l := yamlpath.Line(d.root, path); l > 0 {
+		return l
 	}
-	return line
+	return d.root.Line
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/promscaler/promscaler/pkg/limits"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/rules"
 )
 
@@ -305,7 +306,7 @@ func (p *Provider) evaluateShared(ctx context.Context, t *customTarget, req rule
 		return nil, err
 	}
 	start := p.shared.now()
-	smps, err := querier.QuerySamples(ctx, q.Expr, time.Time{})
+	smps, err := querier.QuerySamples(promclient.WithMaxSampleAge(ctx, q.MaxSampleAge), q.Expr, time.Time{})
 	if err != nil {
 		return nil, err
 	}

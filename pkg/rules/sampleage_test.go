@@ -40,6 +40,11 @@ externalQueries:
 		t.Fatal(err)
 	}
 	got["rules[0]"] = custom.MaxSampleAge
+	shared, err := rs.Rules()[0].SharedQuery(SharedRequest{Series: "a", Resource: schema.GroupResource{Resource: "pods"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got["rules[0] shared"] = shared.MaxSampleAge
 	ext, err := rs.Rules()[1].QueryForExternalSeries(ExternalRequest{Series: "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +57,7 @@ externalQueries:
 		}
 		got[q.Path()] = r.MaxSampleAge
 	}
-	want := map[string]time.Duration{"rules[0]": 30 * time.Second, "externalRules[0]": 2 * time.Minute,
+	want := map[string]time.Duration{"rules[0]": 30 * time.Second, "rules[0] shared": 30 * time.Second, "externalRules[0]": 2 * time.Minute,
 		"externalQueries[0]": 0, "externalQueries[1]": 90 * time.Second}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("max sample ages (-want +got):\n%s", d)

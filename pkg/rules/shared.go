@@ -473,7 +473,7 @@ func (r *Rule) SharedQuery(req SharedRequest) (Query, error) {
 	if err != nil {
 		return Query{}, err
 	}
-	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel, AllObjects: true}, nil
+	return Query{Expr: expr, ResourceLabel: resLabel, NamespaceLabel: nsLabel, AllObjects: true, MaxSampleAge: r.maxSampleAge}, nil
 }
 
 // Sharing reports whether the rule's requests for req's series, resource

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/promscaler/promscaler/internal/textdist"
 )
 
 // The annotations an HPA opts in with. Values are documented in
@@ -156,32 +158,11 @@ func Unknown(annotations map[string]string) []Problem {
 func nearest(name string) string {
 	best, bestD := "", max(2, len(name)/3)+1
 	for _, k := range inputAnnotations {
-		if d := editDistance(name, k); d < bestD {
+		if d := textdist.Levenshtein(name, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of two strings, by byte.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Parse reads the HPA's annotations. It returns the Spec and every problem

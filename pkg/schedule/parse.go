@@ -13,6 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/promscaler/promscaler/internal/yamlpath"
 )
 
 // file is the schedules file as written (docs/autoscaler.md, "Schedules").
@@ -185,43 +187,16 @@ func hhmm(v string, p *field.Path, errs field.ErrorList) (time.Duration, field.E
 
 // line is the line of the field at path (a field.Path string such as
 // "schedules[0].windows[1].start") in the YAML tree, or of the closest
-// enclosing field found; 0 when there is no document.
+// enclosing field found.
 func line(root *yaml.Node, path string) int {
+	if l := yamlpath.Line(root, path); l > 0 {
+		return l
+	}
 	n := root
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
-	at := n.Line
-	for _, part := range strings.Split(path, ".") {
-		key, rest, _ := strings.Cut(part, "[")
-		k, v := lookup(n, key)
-		if v == nil {
-			return at
-		}
-		n, at = v, k.Line
-		for rest != "" {
-			idx, tail, _ := strings.Cut(rest, "]")
-			i, err := strconv.Atoi(idx)
-			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
-				return at
-			}
-			n, at = n.Content[i], n.Content[i].Line
-			rest = strings.TrimPrefix(tail, "[")
-		}
-	}
-	return at
-}
-
-func lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i], m.Content[i+1]
-		}
-	}
-	return nil, nil
+	return n.Line
 }
 
 // Decode reads a list of schedules given as JSON (or YAML), as a
