@@ -632,64 +632,8 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 	rs.ForgetUnresolved()
 	plans := d.plans(rs)
 
-	results := make([]fetchResult, len(plans))
-	errs := make([]error, len(plans))
-	var g errgroup.Group
-	g.SetLimit(d.concurrency)
-	for i, p := range plans {
-		g.Go(func() error {
-			results[i], errs[i] = d.fetch(ctx, p, start)
-			return nil // each seriesQuery's failure is its own
-		})
-	}
-	_ = g.Wait()
-
-	var in []RuleSeries
-	// Per backend: complete when each of its seriesQueries has an answer
-	// (this pass's or a last good one), up when this pass answered all,
-	// down when every failure says the backend could not answer.
-	backends := map[string]*backendPass{}
-	d.metrics.DiscoveredSeries.Reset() // rules removed by a reload disappear
-	var failed []error
-	used := map[string]bool{}
-	for i, p := range plans {
-		used[p.key] = true
-		bp := backends[p.backend]
-		if bp == nil {
-			bp = &backendPass{complete: true, up: true, down: true}
-			backends[p.backend] = bp
-		}
-		res := results[i]
-		if err := errs[i]; err != nil {
-			bp.up = false
-			bp.down = bp.down && promclient.IsUnavailable(err)
-			failed = append(failed, err)
-			paths := make([]string, len(p.rules))
-			for j, r := range p.rules {
-				paths[j] = r.Path()
-				d.metrics.DiscoveryFailures.WithLabelValues(apiLabel(r), r.Path()).Inc()
-			}
-			last, ok := d.lastGood[p.key]
-			klog.ErrorS(err, "Discovery failed for a seriesQuery; its rules keep their last good result",
-				"backend", p.backend, "rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
-			if !ok && !promclient.IsBadQuery(err) {
-				bp.complete = false
-			}
-			res = last
-		} else {
-			d.lastGood[p.key] = res
-		}
-		for _, r := range p.rules {
-			rows, n := res.rowsFor(r)
-			in = append(in, RuleSeries{Rule: r, Series: rows})
-			d.metrics.DiscoveredSeries.WithLabelValues(apiLabel(r), r.Path()).Set(float64(n))
-		}
-	}
-	for k := range d.lastGood {
-		if !used[k] {
-			delete(d.lastGood, k)
-		}
-	}
+	results, errs := d.fetchAll(ctx, plans, start)
+	in, backends, failed := d.collect(plans, results, errs)
 	if ctx.Err() != nil && len(failed) > 0 {
 		// Shutting down: do not publish a pass cut short.
 		return errors.Join(failed...)
@@ -707,6 +651,83 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 		d.lastErr.Store(&msg)
 	}
 	return errors.Join(failed...)
+}
+
+// fetchAll asks each plan's backend for its series, at most d.concurrency
+// at once; results[i] and errs[i] are plans[i]'s.
+func (d *Discoverer) fetchAll(ctx context.Context, plans []*plan, start time.Time) ([]fetchResult, []error) {
+	results := make([]fetchResult, len(plans))
+	errs := make([]error, len(plans))
+	var g errgroup.Group
+	g.SetLimit(d.concurrency)
+	for i, p := range plans {
+		g.Go(func() error {
+			results[i], errs[i] = d.fetch(ctx, p, start)
+			return nil // each seriesQuery's failure is its own
+		})
+	}
+	_ = g.Wait()
+	return results, errs
+}
+
+// collect turns a pass's answers into the index input: a failed
+// seriesQuery keeps its last good result, and lastGood forgets the
+// seriesQueries no rule asks any more. It returns, per backend, what the
+// pass got from it, and the pass's failures.
+func (d *Discoverer) collect(plans []*plan, results []fetchResult, errs []error) ([]RuleSeries, map[string]*backendPass, []error) {
+	var in []RuleSeries
+	// Per backend: complete when each of its seriesQueries has an answer
+	// (this pass's or a last good one), up when this pass answered all,
+	// down when every failure says the backend could not answer.
+	backends := map[string]*backendPass{}
+	d.metrics.DiscoveredSeries.Reset() // rules removed by a reload disappear
+	var failed []error
+	used := map[string]bool{}
+	for i, p := range plans {
+		used[p.key] = true
+		bp := backends[p.backend]
+		if bp == nil {
+			bp = &backendPass{complete: true, up: true, down: true}
+			backends[p.backend] = bp
+		}
+		res := results[i]
+		if err := errs[i]; err != nil {
+			failed = append(failed, err)
+			res = d.keepLastGood(p, bp, err)
+		} else {
+			d.lastGood[p.key] = res
+		}
+		for _, r := range p.rules {
+			rows, n := res.rowsFor(r)
+			in = append(in, RuleSeries{Rule: r, Series: rows})
+			d.metrics.DiscoveredSeries.WithLabelValues(apiLabel(r), r.Path()).Set(float64(n))
+		}
+	}
+	for k := range d.lastGood {
+		if !used[k] {
+			delete(d.lastGood, k)
+		}
+	}
+	return in, backends, failed
+}
+
+// keepLastGood records a failed seriesQuery (metrics, log, its backend's
+// pass) and returns its last good result, empty when it has none.
+func (d *Discoverer) keepLastGood(p *plan, bp *backendPass, err error) fetchResult {
+	bp.up = false
+	bp.down = bp.down && promclient.IsUnavailable(err)
+	paths := make([]string, len(p.rules))
+	for j, r := range p.rules {
+		paths[j] = r.Path()
+		d.metrics.DiscoveryFailures.WithLabelValues(apiLabel(r), r.Path()).Inc()
+	}
+	last, ok := d.lastGood[p.key]
+	klog.ErrorS(err, "Discovery failed for a seriesQuery; its rules keep their last good result",
+		"backend", p.backend, "rules", paths, "seriesQuery", p.seriesQuery, "keptLastGood", ok)
+	if !ok && !promclient.IsBadQuery(err) {
+		bp.complete = false
+	}
+	return last
 }
 
 // backendPass is what one pass got from one backend.

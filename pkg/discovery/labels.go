@@ -329,79 +329,96 @@ func (a *nameAsker) customRows(ctx context.Context, r *rules.Rule, seriesLabels 
 	if err != nil {
 		nsLabel = ""
 	}
-	type mapped struct {
-		label string
-		gr    schema.GroupResource
-	}
-	var ms []mapped
+	var ms []mappedLabel
 	var nsLabels []string // labels of the series mapping to namespaces
 	for _, l := range seriesLabels {
 		gr, ok := res.ResourceForLabel(l)
 		if !ok {
 			continue
 		}
-		ms = append(ms, mapped{label: l, gr: gr})
+		ms = append(ms, mappedLabel{label: l, gr: gr})
 		if gr == rules.NamespaceResource {
 			nsLabels = append(nsLabels, l)
 		}
 	}
 	nsIsNamespace := nsLabel != "" && slices.Contains(nsLabels, nsLabel)
 	for _, m := range ms {
-		one := model.LabelSet{model.LabelName(m.label): "1"}
 		if a.scoper.ClusterScoped(m.gr) {
-			rs.add(one)
+			rs.add(model.LabelSet{model.LabelName(m.label): "1"})
 			continue
 		}
 		if nsLabel != "" && has[nsLabel] {
-			// Namespaced series with L: a row per namespace value, carrying
-			// the label that makes them namespaced (X).
-			xs := nsLabels
-			switch {
-			case m.gr == rules.NamespaceResource:
-				xs = []string{m.label}
-			case nsIsNamespace:
-				xs = []string{nsLabel}
-			}
-			for _, x := range xs {
-				extra := a.present(m.label)
-				if x != m.label && x != nsLabel {
-					extra = append(extra, a.present(x)...)
-				}
-				vals, err := a.labelValues(ctx, nsLabel, extra...)
-				if err != nil {
-					return err
-				}
-				for _, v := range vals {
-					ls := model.LabelSet{model.LabelName(m.label): "1", model.LabelName(x): "1"}
-					ls[model.LabelName(nsLabel)] = model.LabelValue(v)
-					rs.add(ls)
-				}
+			if err := a.namespacedRows(ctx, m, nsLabel, nsLabels, nsIsNamespace, rs); err != nil {
+				return err
 			}
 		}
 		if m.gr == rules.NamespaceResource {
 			continue // series with L are namespaced
 		}
-		if len(nsLabels) == 0 {
-			rs.add(one)
-			continue
+		if err := a.clusterWideRow(ctx, m, nsLabels, rs); err != nil {
+			return err
 		}
-		// Series with L and no label mapping to namespaces: cluster-wide.
-		// One request per name serves every L: the label names of the
-		// series without a namespace label.
-		if slices.ContainsFunc(nsLabels, a.sel.requires) {
-			continue // the seriesQuery selects none
+	}
+	return nil
+}
+
+// mappedLabel is a series label that a rule maps to a resource.
+type mappedLabel struct {
+	label string
+	gr    schema.GroupResource
+}
+
+// namespacedRows adds, for the namespaced series with label m, a row per
+// namespace value, carrying the label that makes them namespaced (X).
+func (a *nameAsker) namespacedRows(ctx context.Context, m mappedLabel, nsLabel string, nsLabels []string, nsIsNamespace bool, rs *rowSet) error {
+	xs := nsLabels
+	switch {
+	case m.gr == rules.NamespaceResource:
+		xs = []string{m.label}
+	case nsIsNamespace:
+		xs = []string{nsLabel}
+	}
+	for _, x := range xs {
+		extra := a.present(m.label)
+		if x != m.label && x != nsLabel {
+			extra = append(extra, a.present(x)...)
 		}
-		extra := make([]*labels.Matcher, len(nsLabels))
-		for i, x := range nsLabels {
-			extra[i] = absent(x)
-		}
-		got, err := a.labelNames(ctx, extra...)
+		vals, err := a.labelValues(ctx, nsLabel, extra...)
 		if err != nil {
 			return err
 		}
-		if got[m.label] {
-			rs.add(one)
+		for _, v := range vals {
+			ls := model.LabelSet{model.LabelName(m.label): "1", model.LabelName(x): "1"}
+			ls[model.LabelName(nsLabel)] = model.LabelValue(v)
+			rs.add(ls)
 		}
+	}
+	return nil
+}
+
+// clusterWideRow adds a row {L} when series with label m and no label
+// mapping to namespaces exist (they give the cluster-wide metric).
+func (a *nameAsker) clusterWideRow(ctx context.Context, m mappedLabel, nsLabels []string, rs *rowSet) error {
+	one := model.LabelSet{model.LabelName(m.label): "1"}
+	if len(nsLabels) == 0 {
+		rs.add(one)
+		return nil
+	}
+	// One request per name serves every L: the label names of the series
+	// without a namespace label.
+	if slices.ContainsFunc(nsLabels, a.sel.requires) {
+		return nil // the seriesQuery selects none
+	}
+	extra := make([]*labels.Matcher, len(nsLabels))
+	for i, x := range nsLabels {
+		extra[i] = absent(x)
+	}
+	got, err := a.labelNames(ctx, extra...)
+	if err != nil {
+		return err
+	}
+	if got[m.label] {
+		rs.add(one)
 	}
 	return nil
 }
