@@ -87,7 +87,7 @@ func TestBackendsRoutingAndFailure(t *testing.T) {
 		},
 		Objects: testObjects(),
 		Mapper:  mapper,
-		Clock:   clocktesting.NewFakePassiveClock(fixedNow),
+		Clock:   clocktesting.NewFakeClock(fixedNow),
 	})
 	if err != nil {
 		t.Fatal(err)

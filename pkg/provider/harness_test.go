@@ -263,7 +263,7 @@ type envOptions struct {
 	// rule's series.
 	fpmNamespaces []string
 	// clock, when set, is the provider's clock (default: fixed at fixedNow).
-	clock *clocktesting.FakePassiveClock
+	clock *clocktesting.FakeClock
 	// shared configures shared evaluation.
 	shared provider.SharedConfig
 }
@@ -296,7 +296,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		o.objects = testObjects()
 	}
 	if o.clock == nil {
-		o.clock = clocktesting.NewFakePassiveClock(fixedNow)
+		o.clock = clocktesting.NewFakeClock(fixedNow)
 	}
 	fp := newFakeProm(t, o.answer)
 	e := &env{prom: fp, objects: o.objects, rules: rs, index: idx, metrics: metrics.New()}

@@ -100,9 +100,10 @@ type Config struct {
 	// to group-version-resources and kinds; pass the cluster's RESTMapper
 	// (asked on every request).
 	Mapper meta.RESTMapper
-	// Clock stamps defaultValue answers, which have no sample timestamp.
-	// Nil means the real clock.
-	Clock clock.PassiveClock
+	// Clock stamps defaultValue answers, which have no sample timestamp,
+	// ages shared answers and times their refresh ahead of expiry. Nil
+	// means the real clock.
+	Clock clock.WithDelayedExecution
 	// MaxNamesInQuery is the largest number of object names put into a
 	// query's name matcher; 0 means rules.DefaultMaxNamesInQuery.
 	MaxNamesInQuery int
@@ -180,12 +181,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Pending == nil {
 		cfg.Pending = func() []string { return nil }
 	}
-	cfg.Clock = cmp.Or[clock.PassiveClock](cfg.Clock, clock.RealClock{})
+	cfg.Clock = cmp.Or[clock.WithDelayedExecution](cfg.Clock, clock.RealClock{})
 	cfg.MaxNamesInQuery = cmp.Or(cfg.MaxNamesInQuery, rules.DefaultMaxNamesInQuery)
 	cfg.MaxQueryBytes = cmp.Or(cfg.MaxQueryBytes, DefaultMaxQueryBytes)
 	p := &Provider{cfg: cfg}
 	if !cfg.Shared.Disabled {
-		p.shared = newSharedEvaluator(cfg.Shared, cfg.Clock.Now)
+		p.shared = newSharedEvaluator(cfg.Shared, cfg.Clock)
 	}
 	return p, nil
 }

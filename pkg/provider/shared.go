@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/promscaler/promscaler/pkg/limits"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -102,26 +103,33 @@ type sharedTable struct {
 // sharedEntry is the state of one key.
 type sharedEntry struct {
 	decision  error     // rules.Rule.Sharing's answer, computed once
-	lastUse   time.Time // for eviction
+	lastUse   time.Time // for eviction and for the refresh ahead of expiry
 	seen      map[string]time.Time
 	retryAt   time.Time // per request until then (too large, failed)
 	table     *sharedTable
 	inflight  chan struct{} // closed when the running evaluation ends
 	lastError error
+	// evaluate runs the key's shared query (the latest request's); the
+	// refresh ahead of expiry calls it.
+	evaluate func(context.Context) (*sharedTable, error)
+	// took is how long the latest evaluation took.
+	took time.Duration
 }
 
 // sharedEvaluator holds the shared answers. Safe for concurrent use.
 type sharedEvaluator struct {
 	cfg     SharedConfig
-	now     func() time.Time
+	clock   clock.WithDelayedExecution
 	mu      sync.Mutex
 	entries map[sharedKey]*sharedEntry
 	swept   time.Time
 }
 
-func newSharedEvaluator(cfg SharedConfig, now func() time.Time) *sharedEvaluator {
-	return &sharedEvaluator{cfg: cfg.withDefaults(), now: now, entries: map[sharedKey]*sharedEntry{}}
+func newSharedEvaluator(cfg SharedConfig, clk clock.WithDelayedExecution) *sharedEvaluator {
+	return &sharedEvaluator{cfg: cfg.withDefaults(), clock: clk, entries: map[sharedKey]*sharedEntry{}}
 }
+
+func (s *sharedEvaluator) now() time.Time { return s.clock.Now() }
 
 // sharedAnswer is what a request reads from a shared evaluation.
 type sharedAnswer struct {
@@ -206,7 +214,7 @@ func (s *sharedEvaluator) table(ctx context.Context, key sharedKey, namespace st
 			klog.V(2).InfoS("Rule answered per request, not from a shared evaluation", "rule", key.rule.Path(), "series", key.series, "reason", e.decision)
 		}
 	}
-	e.lastUse = now
+	e.lastUse, e.evaluate = now, evaluate
 	if e.decision != nil || now.Before(e.retryAt) || !s.active(e, namespace, now) {
 		s.mu.Unlock()
 		return nil, errNotShared
@@ -237,25 +245,72 @@ func (s *sharedEvaluator) table(ctx context.Context, key sharedKey, namespace st
 	done := make(chan struct{})
 	e.inflight = done
 	s.mu.Unlock()
-	return s.run(ctx, e, done, evaluate)
+	return s.run(ctx, key, e, done, evaluate)
 }
 
-// run evaluates the shared query for e and publishes the table.
-func (s *sharedEvaluator) run(ctx context.Context, e *sharedEntry, done chan struct{}, evaluate func(context.Context) (*sharedTable, error)) (*sharedTable, error) {
+// run evaluates the shared query for e, publishes the table and arms its
+// refresh ahead of expiry.
+func (s *sharedEvaluator) run(ctx context.Context, key sharedKey, e *sharedEntry, done chan struct{},
+	evaluate func(context.Context) (*sharedTable, error)) (*sharedTable, error) {
 	// Other requests wait for this evaluation: the caller's cancellation
 	// must not fail theirs (the querier bounds the query's time).
+	start := s.now()
 	t, err := evaluate(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.inflight = nil
 	close(done)
 	e.lastError = err
+	e.took = s.now().Sub(start)
 	if err != nil {
 		e.retryAt = s.now().Add(sharedRetryPeriods * s.cfg.MaxAge)
 		return nil, fmt.Errorf("%w: %w", errNotShared, err)
 	}
 	e.table = t
+	s.scheduleRefresh(key, e, t)
 	return t, nil
+}
+
+// refreshLead is how long before a shared answer expires it is refreshed:
+// a tenth of MaxAge, or twice the latest evaluation's duration when that
+// is longer, at most half of MaxAge.
+func (s *sharedEvaluator) refreshLead(took time.Duration) time.Duration {
+	return min(max(s.cfg.MaxAge/10, 2*took), s.cfg.MaxAge/2)
+}
+
+// scheduleRefresh arms the refresh of table, e's newest, ahead of its
+// expiry. A refresh armed for an older table finds it replaced and does
+// nothing. Called with s.mu held.
+func (s *sharedEvaluator) scheduleRefresh(key sharedKey, e *sharedEntry, table *sharedTable) {
+	at := table.sentAt.Add(s.cfg.MaxAge - s.refreshLead(e.took))
+	// The clock may call the function with its own lock held: it only
+	// starts the refresh.
+	s.clock.AfterFunc(at.Sub(s.now()), func() { go s.refreshAhead(key, e, table) })
+}
+
+// refreshAhead evaluates e's shared query again before table expires, so
+// that requests keep reading an answer younger than MaxAge without waiting
+// for one (singleflight with the requests' own evaluations). It stops when
+// nobody asked for the key for two MaxAge periods, when the key went per
+// request or was swept, when a newer table replaced this one, and when
+// this one expired before the refresh could start (the next request
+// evaluates).
+func (s *sharedEvaluator) refreshAhead(key sharedKey, e *sharedEntry, table *sharedTable) {
+	now := s.now()
+	s.mu.Lock()
+	if s.entries[key] != e || e.table != table || e.inflight != nil || e.decision != nil || e.evaluate == nil ||
+		now.Before(e.retryAt) || now.Sub(e.lastUse) > 2*s.cfg.MaxAge || now.Sub(table.sentAt) > s.cfg.MaxAge {
+		s.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	e.inflight = done
+	evaluate := e.evaluate
+	s.mu.Unlock()
+	// No request waits for this one; the querier bounds its time.
+	if _, err := s.run(context.Background(), key, e, done, evaluate); err != nil {
+		klog.V(4).InfoS("Shared evaluation refresh failed; the rule's requests are answered per request for a while", "rule", key.rule.Path(), "series", key.series, "err", err)
+	}
 }
 
 // active records namespace's request and reports whether MinNamespaces

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ func countShared(queries []string) (shared, perRequest int) {
 
 func TestSharedEvaluation(t *testing.T) {
 	w, objs := newSharedWorld(6)
-	clock := clocktesting.NewFakePassiveClock(fixedNow)
+	clock := clocktesting.NewFakeClock(fixedNow)
 	e := newEnv(t, envOptions{answer: w.answer, objects: objs, clock: clock,
 		fpmNamespaces: []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}})
 	// Values are milli-quantities of "i.j": the same both ways.
@@ -146,21 +147,125 @@ func TestSharedEvaluation(t *testing.T) {
 	if diff := cmp.Diff([]string{"p-0=4", "p-1=4100m", "p-2=4200m", "p-new=7"}, got); diff != "" {
 		t.Errorf("late series (-want +got):\n%s", diff)
 	}
-	// Within MaxAge the shared answer stands, changed data or not; past
-	// it, a new shared query is sent.
+	// Within MaxAge the shared answer stands, changed data or not; a
+	// lead before it expires, it is refreshed in the background.
 	w.mu.Lock()
 	w.values["ns5"]["p-0"] = "9"
 	w.mu.Unlock()
-	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge))
+	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge - refreshLead - time.Millisecond))
 	if got := values(t, e, "ns5")[0]; got != "p-0=5" {
-		t.Errorf("at MaxAge: p-0 = %s, want the shared answer's p-0=5", got)
+		t.Errorf("before the refresh: p-0 = %s, want the shared answer's p-0=5", got)
 	}
-	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge + time.Millisecond))
+	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge - refreshLead))
+	waitShared(t, e, 2)
+	waitArmed(t, clock)
 	if got := values(t, e, "ns5")[0]; got != "p-0=9" {
-		t.Errorf("past MaxAge: p-0 = %s, want the new p-0=9", got)
+		t.Errorf("after the refresh: p-0 = %s, want the new p-0=9", got)
+	}
+	// Nobody asks for more than two periods: the refreshes stop, and an
+	// expired answer is never served.
+	clock.SetTime(fixedNow.Add(4 * provider.DefaultSharedMaxAge))
+	w.mu.Lock()
+	w.values["ns5"]["p-0"] = "11"
+	w.mu.Unlock()
+	if got := values(t, e, "ns5")[0]; got != "p-0=11" {
+		t.Errorf("past MaxAge: p-0 = %s, want the new p-0=11", got)
 	}
 	if s, _ := countShared(e.prom.sent()); s != 2 {
-		t.Errorf("%d shared queries sent, want 2", s)
+		t.Errorf("%d shared queries sent, want 2 (no refresh of an idle key):\n%s", s, strings.Join(e.prom.sent(), "\n"))
+	}
+}
+
+// refreshLead is how long before expiry a shared answer is refreshed: a
+// tenth of MaxAge, as evaluations take no time on the fake clock.
+const refreshLead = provider.DefaultSharedMaxAge / 10
+
+// waitShared waits for the background refresh to have sent the n-th shared
+// query (the refresh runs in its own goroutine).
+func waitShared(t *testing.T, e *env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, _ := countShared(e.prom.sent())
+		if s >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d shared queries sent, want %d:\n%s", s, n, strings.Join(e.prom.sent(), "\n"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A request arriving while the refresh ahead of expiry is running reads
+// the answer in service: it never waits for the grouped query. Periods of
+// requests keep the refreshes going, one shared query per refresh.
+func TestSharedEvaluationRefreshAhead(t *testing.T) {
+	w, objs := newSharedWorld(6)
+	nss := []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}
+	gate := make(chan struct{})
+	var blocking atomic.Bool
+	answer := func(q string) (int, string) {
+		if blocking.Load() && strings.Contains(q, "by (namespace,pod_name)") {
+			<-gate
+		}
+		return w.answer(q)
+	}
+	clock := clocktesting.NewFakeClock(fixedNow)
+	e := newEnv(t, envOptions{answer: answer, objects: objs, clock: clock, fpmNamespaces: nss})
+	for _, ns := range nss[:3] { // sharing starts
+		values(t, e, ns)
+	}
+	waitArmed(t, clock)
+	maxAge := provider.DefaultSharedMaxAge
+	// Each period: the refresh runs, held in Prometheus, while every
+	// namespace asks; all are answered (from the previous answer).
+	for period := 1; period <= 3; period++ {
+		refreshAt := fixedNow.Add(time.Duration(period) * (maxAge - refreshLead))
+		blocking.Store(true)
+		clock.SetTime(refreshAt)
+		waitArrived(t, e, period+1)
+		for _, ns := range nss {
+			if got := values(t, e, ns); len(got) != 3 {
+				t.Errorf("period %d: %s answered %v while the refresh was held", period, ns, got)
+			}
+		}
+		blocking.Store(false)
+		gate <- struct{}{}
+		waitArmed(t, clock)
+	}
+	if s, _ := countShared(e.prom.sent()); s != 4 {
+		t.Errorf("%d shared queries sent in 3 periods, want 4 (the first and one refresh per period)", s)
+	}
+	// Nobody asks any more: refreshes go on while the last request is at
+	// most two MaxAge periods old (two more), then stop.
+	for period := 4; period <= 6; period++ {
+		clock.SetTime(fixedNow.Add(time.Duration(period) * (maxAge - refreshLead)))
+		if period < 6 {
+			waitShared(t, e, period+1)
+			waitArmed(t, clock)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a refresh started by mistake would have sent its query
+	if s, _ := countShared(e.prom.sent()); s != 6 || clock.HasWaiters() {
+		t.Errorf("idle key: %d shared queries sent, want 6; refresh still armed: %t", s, clock.HasWaiters())
+	}
+}
+
+// waitArrived waits until Prometheus received the n-th shared query (held
+// or answered).
+func waitArrived(t *testing.T, e *env, n int) { waitShared(t, e, n) }
+
+// waitArmed waits until a refresh is armed on the clock: the refresh that
+// ran has published its answer.
+func waitArmed(t *testing.T, clock *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("no refresh armed after the shared evaluation")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -142,6 +142,7 @@ func newCustomProvider(deps ProviderDeps, disc *discovery.Discoverer, objects *o
 		Mapper:      mapper,
 		Refresh:     disc.Refresh,
 		RefreshList: disc.RefreshList,
+		Shared:      deps.Shared,
 	})
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/downstream"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/teamrules"
@@ -84,6 +85,9 @@ type ProviderDeps struct {
 	// Discovery is Config.Discovery: how often discovery runs, how far back
 	// it looks and how it asks Prometheus.
 	Discovery discovery.Options
+	// Shared is Config.Shared: the custom metrics provider's shared
+	// evaluation.
+	Shared provider.SharedConfig
 	// TeamRules, when set, serves the team rules ConfigMaps (teamrules).
 	TeamRules *teamrules.Options
 }
@@ -139,6 +143,9 @@ type Config struct {
 	// Discovery's Interval, MaxAge and Strategy configure discovery; the
 	// providers fill in its backends, rules and the rest.
 	Discovery discovery.Options
+	// Shared configures the custom metrics provider's shared evaluation
+	// (--shared-evaluation-max-age).
+	Shared provider.SharedConfig
 	// Pod is the adapter's own Pod (POD_NAMESPACE and POD_NAME from the
 	// downward API); when set, a configuration file rejected on reload is
 	// also an Event on it. Empty: logged and counted only.
@@ -243,7 +250,7 @@ func (c *Config) Complete() (*Server, error) {
 		return nil, fmt.Errorf("building the Prometheus clients: %w", err)
 	}
 	providers, err := c.buildProviders(ProviderDeps{Kube: c.Kube, Backends: backends, Metrics: m,
-		Rules: start.set, Discovery: c.Discovery, TeamRules: c.TeamRules})
+		Rules: start.set, Discovery: c.Discovery, Shared: c.Shared, TeamRules: c.TeamRules})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/reload"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/server"
@@ -53,6 +54,9 @@ type ServerOptions struct {
 	// (--metrics-max-age) and Strategy (--discovery-strategy) are set by
 	// the flags; the server fills in the rest.
 	Discovery discovery.Options
+	// Shared configures shared evaluation: MaxAge is
+	// --shared-evaluation-max-age (0 disables sharing).
+	Shared provider.SharedConfig
 	// ConfigReloadInterval is how often the rules file is checked for
 	// changes; zero disables hot reload.
 	ConfigReloadInterval time.Duration
@@ -115,6 +119,7 @@ func NewServerOptions() *ServerOptions {
 		Base:                 base,
 		Prometheus:           promclient.NewOptions(),
 		Discovery:            discovery.Options{Interval: time.Minute, Strategy: discovery.StrategyLabels},
+		Shared:               provider.SharedConfig{MaxAge: provider.DefaultSharedMaxAge},
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
 
@@ -185,6 +190,9 @@ func (o *ServerOptions) addDiscoveryFlags(fs *pflag.FlagSet) {
 	fs.Var(&o.Discovery.Strategy, "discovery-strategy",
 		"How discovery asks Prometheus: labels (index-only label endpoints with match[], cheapest; block-granular over --metrics-max-age like series), "+
 			"grouped (one last_over_time query per seriesQuery, sample-precise but Prometheus reads every series' samples) or series (/api/v1/series, as prometheus-adapter).")
+	fs.DurationVar(&o.Shared.MaxAge, "shared-evaluation-max-age", o.Shared.MaxAge,
+		"The oldest shared answer served: when HPAs of several namespaces read one rule's metric, one query per rule answers them all, re-run in the background before its answer is this old. "+
+			"Keep it at most the HPA sync period (kube-controller-manager's --horizontal-pod-autoscaler-sync-period, 15s by default); at most "+MaxSharedEvaluationMaxAge.String()+". 0 disables shared evaluation: every request sends its own query.")
 }
 
 // addRulesFlags registers the rules files' and team rules' flags.
@@ -284,6 +292,9 @@ func (o *ServerOptions) Validate() []error {
 	} else if d.MaxAge != 0 && d.Interval > 0 && d.MaxAge < d.Interval {
 		errs = append(errs, fmt.Errorf("--metrics-max-age %v: must not be less than --metrics-relist-interval %v", d.MaxAge, d.Interval))
 	}
+	if a := o.Shared.MaxAge; a < 0 || a > MaxSharedEvaluationMaxAge || (a > 0 && a < time.Second) {
+		errs = append(errs, fmt.Errorf("--shared-evaluation-max-age %v: must be 0 (sharing off) or between 1s and %v; keep it at most the HPA sync period (15s by default)", a, MaxSharedEvaluationMaxAge))
+	}
 	if o.ConfigReloadInterval < 0 {
 		errs = append(errs, fmt.Errorf("--config-reload-interval %v: must not be negative (0 disables reloading)", o.ConfigReloadInterval))
 	}
@@ -342,6 +353,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		Backends:              backends,
 		BackendsFile:          o.Prometheus.BackendsFile,
 		Discovery:             o.Discovery,
+		Shared:                o.sharedConfig(),
 		ClientCertCacheTTL:    o.ClientCertCacheTTL,
 		TeamRules:             o.teamRules(),
 		DownstreamConfig:      o.DownstreamConfig,
@@ -349,6 +361,17 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		// adapter's own Pod.
 		Pod: types.NamespacedName{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")},
 	}, nil
+}
+
+// MaxSharedEvaluationMaxAge bounds --shared-evaluation-max-age: an HPA
+// acting on a value older than a few of its periods reacts late.
+const MaxSharedEvaluationMaxAge = time.Minute
+
+// sharedConfig is o.Shared with a zero MaxAge meaning "off".
+func (o *ServerOptions) sharedConfig() provider.SharedConfig {
+	c := o.Shared
+	c.Disabled = c.Disabled || c.MaxAge == 0
+	return c
 }
 
 func (o *ServerOptions) validateTeamRules() []error {

@@ -93,6 +93,25 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{"--team-rules-namespaces: needs --team-rules", "--team-rules-namespace-label", `--team-rules-namespaces: "Team_B"`},
 		},
 		{
+			name: "shared evaluation off, or its age bound at most a minute",
+			args: []string{"--config=" + rulesFile, "--shared-evaluation-max-age=0", "--shared-evaluation-max-age=1m"},
+		},
+		{
+			name: "shared evaluation age bound out of range",
+			args: []string{"--config=" + rulesFile, "--shared-evaluation-max-age=2m"},
+			want: []string{"--shared-evaluation-max-age 2m0s: must be 0 (sharing off) or between 1s and 1m0s"},
+		},
+		{
+			name: "shared evaluation age bound negative",
+			args: []string{"--config=" + rulesFile, "--shared-evaluation-max-age=-1s"},
+			want: []string{"--shared-evaluation-max-age -1s"},
+		},
+		{
+			name: "shared evaluation age bound under a second",
+			args: []string{"--config=" + rulesFile, "--shared-evaluation-max-age=500ms"},
+			want: []string{"--shared-evaluation-max-age 500ms"},
+		},
+		{
 			name: "config does not exist",
 			args: []string{"--config=" + filepath.Join(dir, "nope.yaml")},
 			want: []string{"--config: stat"},
@@ -122,6 +141,32 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --shared-evaluation-max-age reaches the provider's configuration; 0
+// turns sharing off.
+func TestSharedEvaluationFlag(t *testing.T) {
+	tests := []struct {
+		args         []string
+		wantMaxAge   time.Duration
+		wantDisabled bool
+	}{
+		{args: nil, wantMaxAge: 15 * time.Second},
+		{args: []string{"--shared-evaluation-max-age=30s"}, wantMaxAge: 30 * time.Second},
+		{args: []string{"--shared-evaluation-max-age=0"}, wantDisabled: true},
+	}
+	for _, tc := range tests {
+		o := NewServerOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		got := o.sharedConfig()
+		if got.MaxAge != tc.wantMaxAge || got.Disabled != tc.wantDisabled {
+			t.Errorf("%v: MaxAge %v, Disabled %t; want %v, %t", tc.args, got.MaxAge, got.Disabled, tc.wantMaxAge, tc.wantDisabled)
+		}
 	}
 }
 
