@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -33,13 +34,18 @@ import (
 )
 
 // EnvHPAs lists the numbers of HPAs BenchmarkHPAPeriods measures (default
-// "100,1000"); EnvHPAPeriods is the number of 15 s periods per leg (default
-// 2); EnvHPAModes lists the load shapes (default "spread,burst"; "idle"
-// sends nothing: Prometheus's cost of scraping the series alone).
+// "100,1000"); EnvHPAPeriods is the number of measured 15 s periods per leg
+// (default 2, after one warm-up period); EnvHPAModes lists the load shapes
+// (default "spread,burst"; "idle" sends nothing: Prometheus's cost of
+// scraping the series alone); EnvHPATarget is what the requests go to:
+// "adapter" (default: the adapter binary behind kube-apiserver's
+// aggregator) or "provider" (pkg/provider in this process, no API server:
+// quicker, and a CPU profile of this process is the provider's).
 const (
 	EnvHPAs       = "PROMSCALER_BENCH_HPAS"
 	EnvHPAPeriods = "PROMSCALER_BENCH_HPA_PERIODS"
 	EnvHPAModes   = "PROMSCALER_BENCH_HPA_MODES"
+	EnvHPATarget  = "PROMSCALER_BENCH_HPA_TARGET"
 )
 
 const (
@@ -51,13 +57,17 @@ const (
 // BenchmarkHPAPeriods mimics kube-controller-manager's HPA controller: N
 // HPAs in N namespaces (10 pods each), each reading the pods/* value of
 // one rule (sum(rate(x[2m])) by (pod)) once per 15 s sync period, spread
-// over the period or in one burst at its start. Each leg runs the
-// provider (pkg/provider over a real promclient client, in this process)
-// against a real Prometheus, per request (shared evaluation disabled) and
-// shared (the defaults), and reports per period: Prometheus CPU-seconds
-// (/proc), this process's CPU-seconds (provider and load generator),
-// queries sent, and request latency p50/p99. The API server side
-// (SubjectAccessReviews) is not part of it: see docs/adapter.md.
+// over the period or in one burst at its start (at most 64 in flight).
+// Each leg runs per request (shared evaluation off) and shared (the
+// defaults) against a real Prometheus. With the adapter target (the
+// default) each leg starts the adapter binary (default flags, sharing off
+// with --shared-evaluation-max-age=0) behind kube-apiserver's aggregator,
+// and the requests come as the HPA controller's identity through
+// kube-apiserver, so the adapter's SubjectAccessReviews are real. Per
+// period it reports the CPU-seconds of Prometheus, the adapter and
+// kube-apiserver (/proc), the Prometheus queries and SubjectAccessReviews
+// the adapter sent, and the requests' p50/p99 as the HPA controller sees
+// them.
 func BenchmarkHPAPeriods(b *testing.B) {
 	ns := envInts(EnvHPAs, []int{100, 1000})
 	periods := envInt(EnvHPAPeriods, 2)
@@ -65,30 +75,17 @@ func BenchmarkHPAPeriods(b *testing.B) {
 	if v := os.Getenv(EnvHPAModes); v != "" {
 		modes = strings.Split(v, ",")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	inProcess := os.Getenv(EnvHPATarget) == "provider"
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
-	env, err := framework.Start(ctx, framework.Config{Logf: progress})
-	if err != nil {
-		b.Fatal(err)
-	}
+	env, prom := startHPAStack(ctx, b, slices.Max(ns))
 	defer env.Close()
-	x := exporter.New(nil)
-	addr, stop, err := x.Serve()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stop()
-	prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{ScrapeInterval: 5 * time.Second,
-		Targets: []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	maxN := slices.Max(ns)
-	if err := setHPASeries(x, maxN); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := prom.WaitForQuery(ctx, fmt.Sprintf(`count(count_over_time(%s[1m]) >= 3) >= %d`, hpaMetric, maxN*hpaPodsEach), 1, 5*time.Minute); err != nil {
-		b.Fatal(err)
+	var cluster *hpaCluster
+	if !inProcess {
+		var err error
+		if cluster, err = startHPACluster(ctx, env, prom, slices.Max(ns)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, n := range ns {
 		for _, mode := range modes {
@@ -98,12 +95,51 @@ func BenchmarkHPAPeriods(b *testing.B) {
 				}
 				name := fmt.Sprintf("N=%d/%s/shared=%t", n, mode, shared)
 				b.Run(name, func(b *testing.B) {
-					r := runHPALeg(ctx, b, prom, n, periods, mode, shared)
+					var t hpaTarget
+					if inProcess {
+						t = hpaProvider(b, prom, n, shared)
+					} else {
+						a, err := cluster.startAdapter(ctx, fmt.Sprintf("hpa-%d-%s-%t", n, mode, shared), shared)
+						if err != nil {
+							b.Fatal(err)
+						}
+						t = a
+					}
+					defer t.close(ctx)
+					r := runHPALeg(ctx, b, t, n, periods, mode)
 					r.report(b, name)
 				})
 			}
 		}
 	}
+}
+
+// startHPAStack starts the control plane and a Prometheus scraping maxN
+// namespaces of hpaPodsEach counters, and waits for three samples of each.
+func startHPAStack(ctx context.Context, b *testing.B, maxN int) (*framework.Env, *framework.Prometheus) {
+	env, err := framework.Start(ctx, framework.Config{Logf: progress})
+	if err != nil {
+		b.Fatal(err)
+	}
+	liveEnv.Store(env)
+	x := exporter.New(nil)
+	addr, stop, err := x.Serve()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env.OnClose(stop)
+	prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{ScrapeInterval: 5 * time.Second,
+		Targets: []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := setHPASeries(x, maxN); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := prom.WaitForQuery(ctx, fmt.Sprintf(`count(count_over_time(%s[1m]) >= 3) >= %d`, hpaMetric, maxN*hpaPodsEach), 1, 5*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	return env, prom
 }
 
 // setHPASeries sets n namespaces of hpaPodsEach counters.
@@ -120,9 +156,42 @@ func setHPASeries(x *exporter.Exporter, n int) error {
 
 func hpaNamespace(i int) string { return fmt.Sprintf("hpa-%04d", i) }
 
-// hpaProvider builds the provider for n namespaces of pods, the rule's
-// series as discovery finds them, and a counting querier.
-func hpaProvider(b *testing.B, promURL string, n int, shared bool) (*provider.Provider, *atomic.Int64) {
+// hpaTarget is what a leg's requests go to.
+type hpaTarget interface {
+	// get sends HPA i's request and returns the number of pods answered.
+	get(ctx context.Context, i int) (int, error)
+	// snapshot reads the counters and CPU times a period is measured with.
+	snapshot(ctx context.Context) (hpaSnapshot, error)
+	close(ctx context.Context)
+}
+
+// hpaSnapshot is a target's counters at one time: CPU-seconds of
+// Prometheus, the adapter (this process for the provider target) and
+// kube-apiserver; Prometheus queries and SubjectAccessReviews sent.
+type hpaSnapshot struct {
+	promCPU, adapterCPU, apiserverCPU float64
+	queries, reviews                  float64
+}
+
+func (s hpaSnapshot) sub(o hpaSnapshot) hpaSnapshot {
+	return hpaSnapshot{promCPU: s.promCPU - o.promCPU, adapterCPU: s.adapterCPU - o.adapterCPU, apiserverCPU: s.apiserverCPU - o.apiserverCPU,
+		queries: s.queries - o.queries, reviews: s.reviews - o.reviews}
+}
+
+// hpaInProcess is the provider target: pkg/provider over a real promclient
+// client, in this process, for n namespaces of pods (a fake object
+// lister, the rule's series as discovery finds them), counting queries.
+type hpaInProcess struct {
+	p       *provider.Provider
+	queries *atomic.Int64
+	promPID int
+	info    cmprovider.CustomMetricInfo
+	sel     labels.Selector
+}
+
+var _ hpaTarget = (*hpaInProcess)(nil)
+
+func hpaProvider(b *testing.B, prom *framework.Prometheus, n int, shared bool) *hpaInProcess {
 	b.Helper()
 	cfg := &config.Config{Rules: []config.DiscoveryRule{{
 		SeriesQuery:  `{__name__="` + hpaMetric + `",namespace!="",pod!=""}`,
@@ -145,15 +214,16 @@ func hpaProvider(b *testing.B, promURL string, n int, shared bool) (*provider.Pr
 		}
 	}
 	idx := discovery.BuildIndex([]discovery.RuleSeries{{Rule: rs.CustomRules()[0], Series: series}}, discovery.IndexOptions{Scoper: discovery.MapperScoper{Mapper: mapper}})
-	client, err := promclient.New(promclient.Config{Address: promURL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, Timeout: 30 * time.Second})
+	client, err := promclient.New(promclient.Config{Address: prom.URL, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, Timeout: 30 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	queries := &atomic.Int64{}
-	counting := countingQuerier{q: client, n: queries}
-	p, err := provider.New(provider.Config{
+	t := &hpaInProcess{queries: &atomic.Int64{}, promPID: prom.Process.Pid(),
+		info: cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "bench_hpa_requests_per_second"},
+		sel:  labels.SelectorFromSet(labels.Set{"app": "bench"})}
+	t.p, err = provider.New(provider.Config{
 		Index:    provider.IndexSource(func() *discovery.Index { return idx }),
-		Backends: promclient.Single[promclient.SampleQuerier](counting),
+		Backends: promclient.Single[promclient.SampleQuerier](countingQuerier{q: client, n: t.queries}),
 		Objects:  objs,
 		Mapper:   mapper,
 		Shared:   provider.SharedConfig{Disabled: !shared},
@@ -161,8 +231,23 @@ func hpaProvider(b *testing.B, promURL string, n int, shared bool) (*provider.Pr
 	if err != nil {
 		b.Fatal(err)
 	}
-	return p, queries
+	return t
 }
+
+func (t *hpaInProcess) get(ctx context.Context, i int) (int, error) {
+	list, err := t.p.GetMetricBySelector(ctx, hpaNamespace(i), t.sel, t.info, labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+func (t *hpaInProcess) snapshot(context.Context) (hpaSnapshot, error) {
+	prom, err := cpuSeconds(t.promPID)
+	return hpaSnapshot{promCPU: prom, adapterCPU: cputime.Process().Seconds(), queries: float64(t.queries.Load())}, err
+}
+
+func (t *hpaInProcess) close(context.Context) {}
 
 type countingQuerier struct {
 	q promclient.SampleQuerier
@@ -174,12 +259,34 @@ func (c countingQuerier) QuerySamples(ctx context.Context, query string, ts time
 	return c.q.QuerySamples(ctx, query, ts)
 }
 
-// hpaResult is one leg's figures.
+// hpaItems GETs a metric value list and returns its number of items.
+func hpaItems(ctx context.Context, hc *http.Client, u string) (int, error) {
+	body, code, err := framework.Get(ctx, hc, u)
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("HTTP %d: %.300s", code, body)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// hpaResult is one leg's figures: the measured periods' sums, each
+// period's queries and reviews (the warm-up period first), and kube-apiserver's
+// count of SubjectAccessReviews over the measured periods (-1: none).
 type hpaResult struct {
-	periods              int
-	promCPU, selfCPU     float64
-	queries, errs, empty int64
-	lat                  []time.Duration
+	periods          int
+	sum              hpaSnapshot
+	perPeriod        []hpaSnapshot
+	apiserverReviews float64
+	errs, empty      int64
+	lat              []time.Duration
 }
 
 func (r hpaResult) report(b *testing.B, name string) {
@@ -191,48 +298,71 @@ func (r hpaResult) report(b *testing.B, name string) {
 		}
 		return r.lat[min(len(r.lat)-1, int(f*float64(len(r.lat))))]
 	}
-	b.ReportMetric(per(r.promCPU), "prom-cpu-s/period")
-	b.ReportMetric(per(r.selfCPU), "provider-cpu-s/period")
-	b.ReportMetric(per(float64(r.queries)), "queries/period")
+	var queries, reviews []string
+	for _, p := range r.perPeriod {
+		queries = append(queries, fmt.Sprintf("%.0f", p.queries))
+		reviews = append(reviews, fmt.Sprintf("%.0f", p.reviews))
+	}
+	b.ReportMetric(per(r.sum.promCPU), "prom-cpu-s/period")
+	b.ReportMetric(per(r.sum.adapterCPU), "adapter-cpu-s/period")
+	b.ReportMetric(per(r.sum.apiserverCPU), "apiserver-cpu-s/period")
+	b.ReportMetric(per(r.sum.queries), "queries/period")
+	b.ReportMetric(per(r.sum.reviews), "reviews/period")
 	b.ReportMetric(float64(q(0.5).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(q(0.99).Microseconds())/1000, "p99-ms")
-	progress("%s: per 15 s period: Prometheus %.3f CPU-s, provider+generator %.3f CPU-s, %.0f queries; p50 %s p99 %s; %d requests, %d errors, %d empty (load %s)",
-		name, per(r.promCPU), per(r.selfCPU), per(float64(r.queries)), q(0.5), q(0.99), len(r.lat), r.errs, r.empty, framework.LoadAvg())
+	b.ReportMetric(float64(r.errs+r.empty), "errors")
+	progress("%s: per 15 s period: Prometheus %.3f CPU-s, adapter %.3f CPU-s, kube-apiserver %.3f CPU-s, %.1f queries, %.1f SubjectAccessReviews (kube-apiserver counted %.0f in all); "+
+		"queries per period [warm-up, measured...] %v, reviews %v; p50 %s p99 %s; %d requests, %d errors, %d short answers (load %s)",
+		name, per(r.sum.promCPU), per(r.sum.adapterCPU), per(r.sum.apiserverCPU), per(r.sum.queries), per(r.sum.reviews), r.apiserverReviews,
+		queries, reviews, q(0.5), q(0.99), len(r.lat), r.errs, r.empty, framework.LoadAvg())
 }
 
-// runHPALeg runs periods sync periods of n HPAs and measures them.
-func runHPALeg(ctx context.Context, b *testing.B, prom *framework.Prometheus, n, periods int, mode string, shared bool) hpaResult {
+// runHPALeg runs one warm-up period then periods measured periods of n
+// HPAs against t.
+func runHPALeg(ctx context.Context, b *testing.B, t hpaTarget, n, periods int, mode string) hpaResult {
 	b.Helper()
-	p, queries := hpaProvider(b, prom.URL, n, shared)
-	info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "bench_hpa_requests_per_second"}
-	sel := labels.SelectorFromSet(labels.Set{"app": "bench"})
-	// One warm-up period, unmeasured (sharing starts, connections open).
 	if mode == "idle" {
 		n = 0
 	}
 	burst := mode == "burst"
-	hpaPeriodLoad(ctx, p, info, sel, n, burst, nil)
-	promCPU0, err := cpuSeconds(prom.Process.Pid())
+	r := hpaResult{periods: periods, apiserverReviews: -1}
+	a, isAdapter := t.(*hpaAdapter)
+	var reviews0 float64
+	if isAdapter {
+		reviews0 = a.apiserverReviews(ctx)
+	}
+	prev, err := t.snapshot(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	self0, q0 := cputime.Process(), queries.Load()
-	r := hpaResult{periods: periods}
-	for range periods {
-		hpaPeriodLoad(ctx, p, info, sel, n, burst, &r)
+	start := prev
+	for period := range periods + 1 {
+		rec := &r
+		if period == 0 {
+			rec = nil // warm-up: sharing starts, connections open, authorizations cached
+		}
+		hpaPeriodLoad(ctx, t, n, burst, rec)
+		cur, err := t.snapshot(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.perPeriod = append(r.perPeriod, cur.sub(prev))
+		if period == 0 {
+			start = cur
+		}
+		prev = cur
 	}
-	promCPU1, err := cpuSeconds(prom.Process.Pid())
-	if err != nil {
-		b.Fatal(err)
+	r.sum = prev.sub(start)
+	if isAdapter {
+		r.apiserverReviews = a.apiserverReviews(ctx) - reviews0 - r.perPeriod[0].reviews
 	}
-	r.promCPU, r.selfCPU, r.queries = promCPU1-promCPU0, (cputime.Process() - self0).Seconds(), queries.Load()-q0
 	return r
 }
 
 // hpaPeriodLoad sends one period's requests (one per HPA, spread evenly
 // or all at its start, at most 64 in flight) and waits for the period's
 // end; r, when not nil, records them.
-func hpaPeriodLoad(ctx context.Context, p *provider.Provider, info cmprovider.CustomMetricInfo, sel labels.Selector, n int, burst bool, r *hpaResult) {
+func hpaPeriodLoad(ctx context.Context, t hpaTarget, n int, burst bool, r *hpaResult) {
 	start := time.Now()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -245,7 +375,7 @@ func hpaPeriodLoad(ctx context.Context, p *provider.Provider, info cmprovider.Cu
 		wg.Go(func() {
 			defer func() { <-sem }()
 			t0 := time.Now()
-			list, err := p.GetMetricBySelector(ctx, hpaNamespace(i), sel, info, labels.Everything())
+			items, err := t.get(ctx, i)
 			d := time.Since(t0)
 			if r == nil {
 				return
@@ -256,7 +386,7 @@ func hpaPeriodLoad(ctx context.Context, p *provider.Provider, info cmprovider.Cu
 			switch {
 			case err != nil:
 				r.errs++
-			case len(list.Items) != hpaPodsEach:
+			case items != hpaPodsEach:
 				r.empty++
 			}
 		})

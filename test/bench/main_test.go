@@ -132,8 +132,22 @@ func loadSettings() settings {
 		rates:        envInts(EnvRates, []int{500, 100}),
 		duration:     envDuration(EnvDuration, 10*time.Second),
 		relist:       envDuration(EnvRelist, 30*time.Second),
-		servingArgs:  strings.Fields(os.Getenv(EnvServingArgs)),
+		servingArgs:  servingArgs(strings.Fields(os.Getenv(EnvServingArgs))),
 	}
+}
+
+// servingArgs are the serving adapter's extra flags: the serving
+// benchmarks measure the per-request path (and compare it with the same
+// query sent straight to Prometheus), so shared evaluation is off unless
+// EnvServingArgs sets --shared-evaluation-max-age; BenchmarkHPAPeriods
+// measures sharing.
+func servingArgs(extra []string) []string {
+	for _, a := range extra {
+		if strings.HasPrefix(a, "--shared-evaluation-max-age") {
+			return extra
+		}
+	}
+	return append([]string{"--shared-evaluation-max-age=0"}, extra...)
 }
 
 // stack is the environment every benchmark shares: control plane,
