@@ -126,6 +126,12 @@ func createHPAPods(ctx context.Context, env *framework.Env, n int) error {
 					fail(fmt.Errorf("creating namespace %s: %w", ns.Name, err))
 					continue
 				}
+				// No serviceaccount controller runs: pods need the default one.
+				sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+				if _, err := cs.CoreV1().ServiceAccounts(ns.Name).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					fail(fmt.Errorf("creating the default ServiceAccount of %s: %w", ns.Name, err))
+					continue
+				}
 				for j := range hpaPodsEach {
 					pod := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: *tmpl.Spec.DeepCopy()}
 					pod.Name, pod.Namespace = fmt.Sprintf("pod-%d", j), ns.Name

@@ -40,8 +40,12 @@ import (
 // scraping the series alone); EnvHPATarget is what the requests go to:
 // "adapter" (default: the adapter binary behind kube-apiserver's
 // aggregator) or "provider" (pkg/provider in this process, no API server:
-// quicker, and a CPU profile of this process is the provider's).
+// quicker, and a CPU profile of this process is the provider's);
+// EnvHPAShared lists the legs of each (default "false,true": shared
+// evaluation off, then on; "true" alone runs an adapter binary without
+// --shared-evaluation-max-age, e.g. an older build in an A/B).
 const (
+	EnvHPAShared  = "PROMSCALER_BENCH_HPA_SHARED"
 	EnvHPAs       = "PROMSCALER_BENCH_HPAS"
 	EnvHPAPeriods = "PROMSCALER_BENCH_HPA_PERIODS"
 	EnvHPAModes   = "PROMSCALER_BENCH_HPA_MODES"
@@ -76,6 +80,13 @@ func BenchmarkHPAPeriods(b *testing.B) {
 		modes = strings.Split(v, ",")
 	}
 	inProcess := os.Getenv(EnvHPATarget) == "provider"
+	sharedLegs := []bool{false, true}
+	if v := os.Getenv(EnvHPAShared); v != "" {
+		sharedLegs = nil
+		for _, f := range strings.Split(v, ",") {
+			sharedLegs = append(sharedLegs, strings.TrimSpace(f) == "true")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
 	env, prom := startHPAStack(ctx, b, slices.Max(ns))
@@ -89,7 +100,7 @@ func BenchmarkHPAPeriods(b *testing.B) {
 	}
 	for _, n := range ns {
 		for _, mode := range modes {
-			for _, shared := range []bool{false, true} {
+			for _, shared := range sharedLegs {
 				if mode == "idle" && shared {
 					continue
 				}
