@@ -341,3 +341,44 @@ func TestCheckConfigBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckConfigSeriesStrict: with --series, a conflict is a warning that
+// --strict turns into exit 1, as for the warnings of the files.
+func TestCheckConfigSeriesStrict(t *testing.T) {
+	dir := t.TempDir()
+	configPath := filepath.Join(dir, "config.yaml")
+	seriesPath := filepath.Join(dir, "series.json")
+	if err := os.WriteFile(configPath, []byte(`
+rules:
+- seriesQuery: '{__name__="items",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+- seriesQuery: '{__name__="items",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seriesPath, []byte(`[{"__name__":"items","namespace":"shop","pod":"p1"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{name: "a conflict is a warning", wantCode: exitOK},
+		{name: "strict: a conflict fails", args: []string{"--strict"}, wantCode: exitFail},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"check-config", "--config", configPath, "--series", seriesPath}, tt.args...), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "warning: custom.metrics.k8s.io metric items for pods is produced by") {
+				t.Errorf("stderr does not report the conflict:\n%s", stderr.String())
+			}
+		})
+	}
+}
