@@ -61,7 +61,8 @@ type pathSeg struct {
 	n     int
 }
 
-// splitPath splits a.b[2].c["k.x"] into a, b, [2], c, k.x.
+// splitPath splits a.b[2].c["k.x"] into a, b, [2], c, k.x, and
+// a[k.x] (field.Path's Key) into a, k.x.
 func splitPath(path string) []pathSeg {
 	var segs []pathSeg
 	for len(path) > 0 {
@@ -82,11 +83,12 @@ func splitPath(path string) []pathSeg {
 			if end < 0 {
 				return segs
 			}
-			i, err := strconv.Atoi(path[1:end])
-			if err != nil {
-				return segs
+			if i, err := strconv.Atoi(path[1:end]); err == nil {
+				segs = append(segs, pathSeg{index: true, n: i})
+			} else {
+				// field.Path's Key: an unquoted map key
+				segs = append(segs, pathSeg{key: path[1:end]})
 			}
-			segs = append(segs, pathSeg{index: true, n: i})
 			path = path[end+1:]
 		default:
 			end := strings.IndexAny(path, ".[")

@@ -27,6 +27,8 @@ ref: *b
 	}{
 		{"spec.triggers[0].metadata.query", 5},
 		{`spec.triggers[0].metadata["a.b]"]`, 6},
+		{`spec.triggers[0].metadata[query]`, 5}, // field.Path's Key: unquoted
+		{`spec[triggers][0]`, 3},
 		{"spec.triggers[0].type", 3},
 		{"spec.triggers[3].type", 2},          // no such item: the list's line
 		{"spec.triggers[0].metadata.nope", 4}, // the closest enclosing field

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 var (
@@ -20,7 +21,7 @@ var (
 // that type, with its path and line. encoding/json alone would accept keys
 // in any letter case ("maxreplicas") and say nothing of where an unknown
 // one is.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+func checkKeys(n *yaml.Node, t reflect.Type, path *field.Path) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -46,10 +47,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 		collectFields(t, fields)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			p := joinPath(path, k.Value)
+			p := child(path, k.Value)
 			ft, ok := fields[k.Value]
 			if !ok {
-				return &LineError{Line: k.Line, Err: fmt.Errorf("%s: unknown field%s", p, suggest(k.Value, fields))}
+				return &LineError{Line: k.Line, Err: fmt.Errorf("%s: unknown field%s", p.String(), suggest(k.Value, fields))}
 			}
 			if err := checkKeys(v, ft, p); err != nil {
 				return err
@@ -60,7 +61,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), fmt.Sprintf("%s[%q]", path, n.Content[i].Value)); err != nil {
+			if err := checkKeys(n.Content[i+1], t.Elem(), path.Key(n.Content[i].Value)); err != nil {
 				return err
 			}
 		}
@@ -69,12 +70,20 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		for i, c := range n.Content {
-			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := checkKeys(c, t.Elem(), path.Index(i)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// child is the field name of path (a top-level field when path is nil).
+func child(path *field.Path, name string) *field.Path {
+	if path == nil {
+		return field.NewPath(name)
+	}
+	return path.Child(name)
 }
 
 // collectFields maps the JSON names of t's fields (embedded structs

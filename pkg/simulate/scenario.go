@@ -296,7 +296,7 @@ func Parse(data []byte) (*Scenario, error) {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, errors.New("empty scenario")
 	}
-	if err := checkKeys(&doc, reflect.TypeFor[Scenario](), ""); err != nil {
+	if err := checkKeys(&doc, reflect.TypeFor[Scenario](), nil); err != nil {
 		return nil, err
 	}
 	var generic any

@@ -48,13 +48,13 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", func(s string) string { return s + "target:\n  replicas: 3\n" }, []string{"invalid YAML", "already defined"}},
 		{"unknown field in HPA", func(s string) string { return strings.Replace(s, "maxReplicas: 5", "maxReplica: 5", 1) }, []string{"line 5: hpa.spec.maxReplica: unknown field"}},
 		{"wrong letter case", func(s string) string { return strings.Replace(s, "maxReplicas: 5", "maxreplicas: 5", 1) }, []string{`line 5: hpa.spec.maxreplicas: unknown field (did you mean "maxReplicas"?)`}},
-		{"unknown field in step", func(s string) string { return strings.Replace(s, "qps: {allPods", "qps: {allpods", 1) }, []string{`line 19: steps[0].metrics["qps"].allpods: unknown field (did you mean "allPods"?)`}},
+		{"unknown field in step", func(s string) string { return strings.Replace(s, "qps: {allPods", "qps: {allpods", 1) }, []string{`line 19: steps[0].metrics[qps].allpods: unknown field (did you mean "allPods"?)`}},
 		{"wrong type", func(s string) string { return strings.Replace(s, "replicas: 2", "replicas: two", 1) }, []string{"line 12: target.replicas: cannot use string as int32"}},
 		{"bad duration", func(s string) string { return strings.Replace(s, "at: 0s", "at: soon", 1) }, []string{`invalid duration "soon"`}},
 		{"bad quantity", func(s string) string { return strings.Replace(s, `allPods: "20"`, `allPods: "2x0"`, 1) }, []string{"quantities must match"}},
-		{"no steps", func(s string) string { return s[:strings.Index(s, "steps:")] }, []string{"steps: at least one step is required"}},
-		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{"line 20: steps[1].at: must not be earlier than steps[0].at (0s), got -1s"}},
-		{"validation errors name the line", func(s string) string { return strings.Replace(s, "- name: web-1", "- name: web-0", 1) }, []string{`line 15: pods[1].name: duplicate pod name "web-0"`}},
+		{"no steps", func(s string) string { return s[:strings.Index(s, "steps:")] }, []string{"steps: Required value: at least one step is required"}},
+		{"steps out of order", func(s string) string { return s + "  - at: -1s\n" }, []string{`line 20: steps[1].at: Invalid value: "-1s": must not be earlier than steps[0].at (0s)`}},
+		{"validation errors name the line", func(s string) string { return strings.Replace(s, "- name: web-1", "- name: web-0", 1) }, []string{`line 15: pods[1].name: Duplicate value: "web-0"`}},
 		{"schedule errors name the line", func(s string) string {
 			return s + "schedules:\n  - name: office\n    windows:\n      - {start: '8am', end: '18:00', replicas: 2}\n"
 		}, []string{`line 23: schedules[0].windows[0].start: Invalid value: "8am": a local time of day HH:MM`}},
@@ -63,41 +63,41 @@ func TestParseErrors(t *testing.T) {
 		}, []string{"schedules: yaml: unmarshal errors", "field window not found"}},
 		{"history after the first step, negative change", func(s string) string {
 			return s + "history:\n  recommendations: [{at: 1m, replicas: 2}]\n  scaleUpEvents: [{at: -1m, change: 0}]\n"
-		}, []string{"line 21: history.recommendations[0].at: must not be after the first step (0s), got 1m0s", "line 22: history.scaleUpEvents[0].change: must be at least 1, got 0"}},
+		}, []string{`line 21: history.recommendations[0].at: Invalid value: "1m0s": must not be after the first step (0s)`, "line 22: history.scaleUpEvents[0].change: Invalid value: 0: must be at least 1"}},
 		{"scaler history without annotations", func(s string) string { return s + "history:\n  scaler: {phase: Idle}\n" }, []string{
-			"history.scaler.idleSince: required with phase Idle", "history.scaler: the HPA carries no promscaler.io annotations"}},
+			"line 21: history.scaler.idleSince: Required value: with phase Idle", "line 21: history.scaler: Forbidden: the HPA carries no promscaler.io annotations"}},
 		{"bad promscaler annotation", func(s string) string {
 			return strings.Replace(s, "  spec:\n", "  metadata:\n    annotations:\n      promscaler.io/activation-metric: qps\n  spec:\n", 1)
-		}, []string{`line 5: hpa.metadata.annotations["promscaler.io/activation-metric"]: no External or Object metric named "qps"`}},
-		{"activation key without an activation annotation", func(s string) string { return strings.Replace(s, "qps: {", "activation: {", 1) }, []string{`steps[0].metrics["activation"]: "activation": the HPA has no valid promscaler.io/activation-metric annotation`}},
-		{"unknown metric key", func(s string) string { return strings.Replace(s, "qps: {", "rps: {", 1) }, []string{`steps[0].metrics["rps"]: no metric named "rps" in the HPA (known: qps)`}},
+		}, []string{`line 5: hpa.metadata.annotations[promscaler.io/activation-metric]: Invalid value: "qps": no External or Object metric named "qps"`}},
+		{"activation key without an activation annotation", func(s string) string { return strings.Replace(s, "qps: {", "activation: {", 1) }, []string{`line 19: steps[0].metrics[activation]: Invalid value: "activation": the HPA has no valid promscaler.io/activation-metric annotation`}},
+		{"unknown metric key", func(s string) string { return strings.Replace(s, "qps: {", "rps: {", 1) }, []string{`line 19: steps[0].metrics[rps]: Invalid value: "rps": no metric named "rps" in the HPA (known: qps)`}},
 		{"value for a Pods metric", func(s string) string { return strings.Replace(s, `qps: {allPods: "20"}`, `qps: {value: "20"}`, 1) }, []string{"takes perPod, allPods and missing"}},
 		{"index key out of range", func(s string) string { return strings.Replace(s, "qps: {", `"#3": {`, 1) }, []string{`no spec.metrics entry #3`}},
-		{"pods and podTemplate", func(s string) string { return s + "podTemplate: {}\n" }, []string{"pods: give either pods or podTemplate"}},
-		{"duplicate pod", func(s string) string { return strings.Replace(s, "name: web-1", "name: web-0", 1) }, []string{`pods[1].name: duplicate pod name "web-0"`}},
+		{"pods and podTemplate", func(s string) string { return s + "podTemplate: {}\n" }, []string{"line 13: pods: Forbidden: give either pods or podTemplate, not both"}},
+		{"duplicate pod", func(s string) string { return strings.Replace(s, "name: web-1", "name: web-0", 1) }, []string{`pods[1].name: Duplicate value: "web-0"`}},
 		{"bad phase", func(s string) string {
 			return strings.Replace(s, "- name: web-1", "- name: web-1\n    phase: Sleeping", 1)
-		}, []string{`pods[1].phase: must be Pending`}},
-		{"no target replicas", func(s string) string { return strings.Replace(s, "  replicas: 2\n", "  selector: app=web\n", 1) }, []string{"target.replicas: required"}},
+		}, []string{`line 16: pods[1].phase: Unsupported value: "Sleeping": supported values: "Pending", "Running", "Succeeded", "Failed", "Unknown"`}},
+		{"no target replicas", func(s string) string { return strings.Replace(s, "  replicas: 2\n", "  selector: app=web\n", 1) }, []string{"line 11: target.replicas: Required value"}},
 		{"max below 1 and min above max, reported together", func(s string) string {
 			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 0\n    minReplicas: 3", 1)
-		}, []string{"hpa.spec.maxReplicas: must be at least 1", "hpa.spec.minReplicas: must not exceed maxReplicas"}},
+		}, []string{"line 5: hpa.spec.maxReplicas: Invalid value: 0: must be at least 1", "line 6: hpa.spec.minReplicas: Invalid value: 3: must not exceed maxReplicas (0)"}},
 		{"minReplicas 0 without Object or External", func(s string) string {
 			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 5\n    minReplicas: 0", 1)
 		}, []string{"needs at least one Object or External metric"}},
-		{"wrong target type", func(s string) string { return strings.Replace(s, "type: AverageValue", "type: Utilization", 1) }, []string{"hpa.spec.metrics[0].pods.target.type: must be one of [AverageValue]"}},
-		{"unknown metric type", func(s string) string { return strings.Replace(s, "type: Pods", "type: Prometheus", 1) }, []string{"hpa.spec.metrics[0].type: must be Resource"}},
+		{"wrong target type", func(s string) string { return strings.Replace(s, "type: AverageValue", "type: Utilization", 1) }, []string{`line 10: hpa.spec.metrics[0].pods.target.type: Unsupported value: "Utilization": supported values: "AverageValue"`}},
+		{"unknown metric type", func(s string) string { return strings.Replace(s, "type: Pods", "type: Prometheus", 1) }, []string{`line 7: hpa.spec.metrics[0].type: Unsupported value: "Prometheus": supported values: "Resource", "ContainerResource", "Pods", "Object", "External"`}},
 		{"bad policy", func(s string) string {
 			return strings.Replace(s, "maxReplicas: 5", "maxReplicas: 5\n    behavior:\n      scaleUp:\n        policies: [{type: Pods, value: 0, periodSeconds: 4000}]", 1)
-		}, []string{"scaleUp.policies[0].value: must be positive", "scaleUp.policies[0].periodSeconds: must be between 1 and 1800"}},
-		{"wrong apiVersion", func(s string) string { return strings.Replace(s, "hpa:\n", "hpa:\n  apiVersion: autoscaling/v1\n", 1) }, []string{"hpa.apiVersion: must be autoscaling/v2"}},
-		{"negative tolerance", func(s string) string { return s + "controller: {tolerance: -0.5}\n" }, []string{"controller.tolerance: must be a non-negative number"}},
+		}, []string{"line 8: hpa.spec.behavior.scaleUp.policies[0].value: Invalid value: 0: must be positive", "line 8: hpa.spec.behavior.scaleUp.policies[0].periodSeconds: Invalid value: 4000: must be between 1 and 1800"}},
+		{"wrong apiVersion", func(s string) string { return strings.Replace(s, "hpa:\n", "hpa:\n  apiVersion: autoscaling/v1\n", 1) }, []string{`line 3: hpa.apiVersion: Unsupported value: "autoscaling/v1": supported values: "autoscaling/v2"`}},
+		{"negative tolerance", func(s string) string { return s + "controller: {tolerance: -0.5}\n" }, []string{"line 20: controller.tolerance: Invalid value: -0.5: must be a non-negative number"}},
 		{"generator too large", func(s string) string {
 			return strings.Replace(strings.Replace(s, "pods:\n  - name: web-0\n  - name: web-1\n", "podTemplate: {}\n", 1), "maxReplicas: 5", "maxReplicas: 50000", 1)
-		}, []string{"hpa.spec.maxReplicas: podTemplate generates at most 10000 pods, got 50000"}},
+		}, []string{"line 5: hpa.spec.maxReplicas: Invalid value: 50000: podTemplate generates at most 10000 pods"}},
 		{"two keys for one metric", func(s string) string {
 			return strings.Replace(s, `qps: {allPods: "20"}`, "qps: {allPods: \"20\"}\n      \"#0\": {allPods: \"30\"}", 1)
-		}, []string{`steps[0].metrics["qps"]: names the same metric as "#0"`}},
+		}, []string{`line 19: steps[0].metrics[qps]: Invalid value: "qps": names the same metric as "#0"`}},
 		{"age and timestamp", func(s string) string {
 			return strings.Replace(s, `qps: {allPods: "20"}`, `qps: {allPods: "20", age: 1s, timestamp: 0s}`, 1)
 		}, []string{"give age or timestamp, not both"}},
@@ -140,7 +140,7 @@ func TestLoadNamesTheFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(minimal+"  - at: -1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); err == nil || err.Error() != path+":20: steps[1].at: must not be earlier than steps[0].at (0s), got -1s" {
+	if _, err := Load(path); err == nil || err.Error() != path+`:20: steps[1].at: Invalid value: "-1s": must not be earlier than steps[0].at (0s)` {
 		t.Errorf("Load error = %v, want FILE:LINE: field: message", err)
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "reading scenario") {
@@ -284,7 +284,7 @@ func TestActivationAtMinReplicasZeroRefused(t *testing.T) {
 target: {replicas: 1}
 steps: [{at: 0s, metrics: {queue: {value: "5"}}}]
 `))
-	if err == nil || !strings.Contains(err.Error(), `line 4: hpa.metadata.annotations["promscaler.io/activation-metric"]: the HPA's minReplicas is 0: kube-controller-manager (HPAScaleToZero) scales it to zero`) {
+	if err == nil || !strings.Contains(err.Error(), `line 4: hpa.metadata.annotations[promscaler.io/activation-metric]: Invalid value: "queue": the HPA's minReplicas is 0: kube-controller-manager (HPAScaleToZero) scales it to zero`) {
 		t.Fatalf("err = %v, want the activation annotation refused at minReplicas 0", err)
 	}
 }
