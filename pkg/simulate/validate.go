@@ -296,12 +296,12 @@ func validateMetric(p *field.Path, m autoscalingv2.MetricSpec) field.ErrorList {
 	if !given {
 		return append(errs, field.Required(src, fmt.Sprintf("for type %s", m.Type)))
 	}
-	return append(errs, validateTarget(src.Child("target"), target, allowed)...)
+	return append(errs, validateMetricTarget(src.Child("target"), target, allowed)...)
 }
 
-// validateTarget checks a metric target: a type the source allows, and
+// validateMetricTarget checks a metric target: a type the source allows, and
 // the positive value that type needs.
-func validateTarget(p *field.Path, t autoscalingv2.MetricTarget, allowed []autoscalingv2.MetricTargetType) field.ErrorList {
+func validateMetricTarget(p *field.Path, t autoscalingv2.MetricTarget, allowed []autoscalingv2.MetricTargetType) field.ErrorList {
 	var errs field.ErrorList
 	if !slices.Contains(allowed, t.Type) {
 		return append(errs, field.NotSupported(p.Child("type"), t.Type, allowed))
