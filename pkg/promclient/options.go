@@ -144,9 +144,22 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks every option and returns all the problems found, each
 // naming its flag.
 func (o *Options) Validate() []error {
+	errs := o.validateRequests()
+	errs = append(errs, o.validateAuth()...)
+	errs = append(errs, o.Cloud.validate(o)...)
+	if o.BackendsFile != "" {
+		if _, err := LoadBackends(o.BackendsFile, Backend{}); err != nil {
+			errs = append(errs, fmt.Errorf("--backends-config: %w", err))
+		}
+	}
+	return errs
+}
+
+// validateRequests checks the options of the requests: where they go,
+// how, and their bounds.
+func (o *Options) validateRequests() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-
 	if u, err := url.Parse(o.URL); err != nil {
 		add("--prometheus-url: %v", redactURLError(err))
 	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -182,6 +195,21 @@ func (o *Options) Validate() []error {
 	if o.MaxAnswerBytes < 0 {
 		add("--prometheus-max-answer-bytes %d: must not be negative (0: no bound)", o.MaxAnswerBytes)
 	}
+	if o.ProxyURL != "" {
+		if u, err := url.Parse(o.ProxyURL); err != nil {
+			add("--prometheus-proxy-url: %v", redactURLError(err))
+		} else if u.Scheme == "" || u.Host == "" {
+			add("--prometheus-proxy-url %q: must be a URL with a scheme and a host", u.Redacted())
+		}
+	}
+	return errs
+}
+
+// validateAuth checks the credentials, TLS and header options: one
+// source of each, readable files.
+func (o *Options) validateAuth() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if o.AuthInCluster && o.AuthConfig != "" {
 		add("--prometheus-auth-incluster and --prometheus-auth-config: choose one source of credentials")
 	}
@@ -223,25 +251,12 @@ func (o *Options) Validate() []error {
 			add("--prometheus-token-file and --prometheus-basic-auth-*: choose one authorization")
 		}
 	}
-	if o.ProxyURL != "" {
-		if u, err := url.Parse(o.ProxyURL); err != nil {
-			add("--prometheus-proxy-url: %v", redactURLError(err))
-		} else if u.Scheme == "" || u.Host == "" {
-			add("--prometheus-proxy-url %q: must be a URL with a scheme and a host", u.Redacted())
-		}
-	}
 	if strings.Contains(o.BasicAuthUsername, ":") {
 		add("--prometheus-basic-auth-username: must not contain ':'")
 	}
 	for i, h := range o.Headers {
 		if _, _, err := parseHeader(h); err != nil {
 			add("--prometheus-header[%d]: %v", i, err)
-		}
-	}
-	errs = append(errs, o.Cloud.validate(o)...)
-	if o.BackendsFile != "" {
-		if _, err := LoadBackends(o.BackendsFile, Backend{}); err != nil {
-			add("--backends-config: %w", err)
 		}
 	}
 	return errs
