@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verify: formatting, vet, staticcheck and a tidy go.mod. Fails on any finding.
+# verify: formatting, vet, function length, staticcheck and a tidy go.mod. Fails on any finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STATICCHECK_VERSION=${STATICCHECK_VERSION:-v0.8.2}
@@ -15,6 +15,9 @@ go vet ./...
 go vet -tags e2e ./test/...
 go vet -tags e2e,bench ./test/bench/...
 go vet -tags e2e,chaos ./test/chaos/...
+
+echo ">> function length (at most 80 lines, STYLE.md)"
+go run ./hack/funclen -max 80 cmd pkg internal test hack
 
 echo ">> staticcheck"
 go run "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}" ./...

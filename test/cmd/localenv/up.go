@@ -110,45 +110,12 @@ func startStack(ctx context.Context, o *options, defaultConfig string) (*stack, 
 		}
 	}()
 
-	s.exporter = exporter.New(nil)
-	addr, stop, err := s.exporter.Serve()
-	if err != nil {
+	if err := s.startMetrics(ctx, o); err != nil {
 		return nil, err
 	}
-	env.OnClose(stop)
-	s.exporterURL = "http://" + addr
-
-	s.prometheusURL = o.prometheusURL
-	if s.prometheusURL == "" {
-		logf("starting Prometheus (scraping the test exporter at %s every 1s)", s.exporterURL)
-		prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{
-			Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{addr}, HonorLabels: true}},
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.prometheusURL = prom.URL
-	} else {
-		logf("using Prometheus at %s", s.prometheusURL)
-	}
-
 	if !o.noAdapter {
-		config := o.adapterConfig
-		if config == "" {
-			config = defaultConfig
-		}
-		if config, err = filepath.Abs(config); err != nil {
+		if err := s.startAdapter(ctx, o, defaultConfig); err != nil {
 			return nil, err
-		}
-		logf("starting the adapter with %s", config)
-		s.adapter, s.adapterErr = env.StartAdapter(ctx, framework.AdapterConfig{
-			ConfigFile: config, PrometheusURL: s.prometheusURL, ResourceMetrics: hasResourceRules(config),
-		})
-		if s.adapterErr != nil && !errors.Is(s.adapterErr, framework.ErrNotImplemented) {
-			return nil, s.adapterErr
-		}
-		if s.adapterErr != nil {
-			logf("WARNING: the adapter is not implemented yet; continuing without it")
 		}
 	}
 	if !o.noKCM {
@@ -165,6 +132,57 @@ func startStack(ctx context.Context, o *options, defaultConfig string) (*stack, 
 	logf("environment ready in %s", time.Since(t0).Round(100*time.Millisecond))
 	ok = true
 	return s, nil
+}
+
+// startMetrics starts the test exporter and Prometheus scraping it, or
+// uses the external Prometheus given.
+func (s *stack) startMetrics(ctx context.Context, o *options) error {
+	s.exporter = exporter.New(nil)
+	addr, stop, err := s.exporter.Serve()
+	if err != nil {
+		return err
+	}
+	s.env.OnClose(stop)
+	s.exporterURL = "http://" + addr
+
+	s.prometheusURL = o.prometheusURL
+	if s.prometheusURL != "" {
+		logf("using Prometheus at %s", s.prometheusURL)
+		return nil
+	}
+	logf("starting Prometheus (scraping the test exporter at %s every 1s)", s.exporterURL)
+	prom, err := s.env.StartPrometheus(ctx, framework.PrometheusConfig{
+		Targets: []framework.ScrapeTarget{{Job: "exporter", Targets: []string{addr}, HonorLabels: true}},
+	})
+	if err != nil {
+		return err
+	}
+	s.prometheusURL = prom.URL
+	return nil
+}
+
+// startAdapter starts the adapter with the rules file given, or
+// defaultConfig; an adapter not implemented yet is a warning.
+func (s *stack) startAdapter(ctx context.Context, o *options, defaultConfig string) error {
+	config := o.adapterConfig
+	if config == "" {
+		config = defaultConfig
+	}
+	config, err := filepath.Abs(config)
+	if err != nil {
+		return err
+	}
+	logf("starting the adapter with %s", config)
+	s.adapter, s.adapterErr = s.env.StartAdapter(ctx, framework.AdapterConfig{
+		ConfigFile: config, PrometheusURL: s.prometheusURL, ResourceMetrics: hasResourceRules(config),
+	})
+	if s.adapterErr != nil && !errors.Is(s.adapterErr, framework.ErrNotImplemented) {
+		return s.adapterErr
+	}
+	if s.adapterErr != nil {
+		logf("WARNING: the adapter is not implemented yet; continuing without it")
+	}
+	return nil
 }
 
 // hasResourceRules reports whether a rules file configures resource metrics
