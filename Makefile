@@ -43,7 +43,7 @@ test: unit diff-upstream e2e
 diff-upstream:
 	cd pkg/autoscaler/upstreamdiff && GOWORK=off $(GO) test -count=1 .
 
-## verify: gofmt, go vet, staticcheck, go mod tidy
+## verify: gofmt, go vet, function length (hack/funclen), staticcheck, go mod tidy
 verify:
 	hack/verify.sh
 
