@@ -14,7 +14,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/promscaler/promscaler/internal/version.version=$(VERSION) -X github.com/promscaler/promscaler/internal/version.revision=$(REVISION)
 export VERSION REVISION
 
-.PHONY: all build unit test e2e tools verify fuzz bench chaos soak demo up down manifests image clean diff-upstream
+.PHONY: all build unit test e2e e2e-keda tools verify fuzz bench chaos soak demo up down manifests image clean diff-upstream
 
 all: build
 
@@ -34,6 +34,13 @@ tools:
 ## e2e: integration and end-to-end tests against real Prometheus, etcd, kube-apiserver
 e2e: tools build image
 	$(GO) test -tags e2e -count=1 -timeout 40m -p 1 ./test/...
+
+## e2e-keda: promscaler beside KEDA's operator and metrics server (TestDownstreamKEDA, build tags e2e,keda).
+## Not part of test: KEDA's cold build (hack/tools.sh keda) is longer than the rest of test together (docs/downstream.md)
+e2e-keda: build
+	hack/tools.sh etcd prometheus kubernetes keda
+	$(GO) vet -tags e2e,keda ./test/e2e/
+	$(GO) test -tags e2e,keda -count=1 -timeout 30m -p 1 -run '^TestDownstreamKEDA$$' ./test/e2e/
 
 ## test: everything a change must pass: unit, the upstream differential tests, then e2e
 test: unit diff-upstream e2e

@@ -8,7 +8,8 @@
 # go.mod. A binary is rebuilt only when its stamp (version, the tools module's
 # go.mod/go.sum, the Go version) changes.
 #
-# Usage: hack/tools.sh [etcd] [prometheus] [kubernetes] [helm] [sample-adapter]   (default: all)
+# Usage: hack/tools.sh [etcd] [prometheus] [kubernetes] [helm] [sample-adapter] [keda]
+#   (default: all but keda, which only `make e2e-keda` builds)
 #   K8S_VERSION, ETCD_VERSION, PROMETHEUS_VERSION override the pinned versions;
 #   changing one regenerates that tools module (needs the module proxy).
 set -euo pipefail
@@ -208,6 +209,31 @@ build_sample_adapter() {
   log "sample-adapter $version: built in $((SECONDS - t0))s"
 }
 
+# build_keda: KEDA's operator and metrics server (github.com/kedacore/keda/v2
+# cmd/operator and cmd/adapter) for `make e2e-keda` only: not part of the
+# default set, because its cold build is far bigger than all the others
+# together (see docs/downstream.md for the measured time). Both binaries are
+# built in one `go build`, so the shared packages compile once.
+build_keda() {
+  local dir=$TOOLS_SRC/keda version bins=(keda-operator keda-adapter)
+  version=$(sed -n 's/^\tgithub.com\/kedacore\/keda\/v2 \(v[^ ]*\).*/\1/p' "$dir/go.mod")
+  [[ -n $version ]] || die "no github.com/kedacore/keda/v2 in $dir/go.mod"
+  local stamp
+  stamp=$(stamp_of "$dir" "$version")
+  if up_to_date "$stamp" "${bins[@]}"; then log "keda $version: up to date"; return; fi
+  log "keda $version: building operator and metrics server (cold: KEDA_BUILD_TIME)"
+  local t0=$SECONDS tmp p=github.com/kedacore/keda/v2
+  tmp=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" RETURN
+  (cd "$dir" && go build -v -trimpath -ldflags "-s -w -X $p/version.Version=$version -X $p/version.GitCommit=module" \
+    -o "$tmp/" $p/cmd/operator $p/cmd/adapter 2>&1) | progress keda "$dir" $p/cmd/operator $p/cmd/adapter
+  mv -f "$tmp/operator" "$TOOLS_DIR/keda-operator"
+  mv -f "$tmp/adapter" "$TOOLS_DIR/keda-adapter"
+  mark "$stamp" "${bins[@]}"
+  log "keda $version: built in $((SECONDS - t0))s"
+}
+
 want=("$@")
 (( ${#want[@]} )) || want=(etcd prometheus kubernetes helm sample-adapter)
 t_all=$SECONDS
@@ -218,7 +244,8 @@ for w in "${want[@]}"; do
     kubernetes | k8s) build_kubernetes ;;
     helm) build_helm ;;
     sample-adapter) build_sample_adapter ;;
-    *) die "unknown tool $w (want etcd, prometheus, kubernetes, helm, sample-adapter)" ;;
+    keda) build_keda ;;
+    *) die "unknown tool $w (want etcd, prometheus, kubernetes, helm, sample-adapter, keda)" ;;
   esac
 done
 [[ -x /usr/bin/prometheus ]] || log "note: Debian's prometheus 2.42 is not installed (hack/install-deps.sh installs it)"
