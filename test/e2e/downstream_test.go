@@ -33,12 +33,15 @@ import (
 
 // TestDownstreamSampleAdapter serves promscaler beside custom-metrics-
 // apiserver's own sample server (hack/tools.sh sample-adapter) on the real
-// aggregator (issue 29): the sample server owns the APIServices first, and
-// every second its external metric is read through the aggregator while
-// the APIServices are handed over to promscaler, whose downstream it
-// becomes. Then: its metrics are forwarded unchanged, promscaler's own are
-// promscaler's, and with the sample server killed its metrics answer 503
-// while promscaler's keep their values.
+// aggregator (issue 29): the sample server owns the APIServices first, an
+// HPA scales on its metric, and every HPA's metrics are read through the
+// aggregator once a second while the APIServices are handed over to
+// promscaler, whose downstream it becomes, and while one metric name
+// (other-external-metric, routed to the sample server) is moved over to
+// promscaler by removing its route. Then: the sample server's metrics are
+// forwarded unchanged, promscaler's own are promscaler's, and with the
+// sample server killed its metrics answer 503 while promscaler's keep
+// their values.
 func TestDownstreamSampleAdapter(t *testing.T) {
 	env, x, prom := startStack(t)
 	requireAdapter(t, env)
@@ -48,8 +51,12 @@ func TestDownstreamSampleAdapter(t *testing.T) {
 	ctx := ctxFor(t, 6*time.Minute)
 	must := fatalOn(t)
 	must(x.Set(exporter.Series{Name: "ds_queue", Labels: map[string]string{"queue": "a"}, Value: 5}))
-	_, err := prom.WaitForQuery(ctx, `ds_queue == 5`, 1, time.Minute)
-	must(err)
+	// promscaler's own other-external-metric: the sample server's value.
+	must(x.Set(exporter.Series{Name: "ds_other", Labels: map[string]string{"queue": "a"}, Value: 44}))
+	for _, q := range []string{`ds_queue == 5`, `ds_other == 44`} {
+		_, err := prom.WaitForQuery(ctx, q, 1, time.Minute)
+		must(err)
+	}
 	sample, port := startSampleAdapter(t, ctx, env)
 	must(env.EnsureNamespace(ctx, framework.AdapterNamespace))
 	must(env.RegisterAPIServices(ctx, port, []schema.GroupVersion{framework.CustomMetricsV1Beta1, framework.CustomMetricsV1Beta2, framework.ExternalMetricsV1Beta1}))
@@ -57,20 +64,34 @@ func TestDownstreamSampleAdapter(t *testing.T) {
 	eventually(t, ctx, time.Minute, "the sample server answering through the aggregator", func(ctx context.Context) error {
 		return getAnswer(ctx, env, forwarded).err
 	})
+	env.MustStartControllerManager(t, framework.ControllerManagerConfig{
+		Controllers:   []string{framework.HPAController, framework.DeploymentController, framework.ReplicaSetController},
+		HPASyncPeriod: 2 * time.Second,
+	})
+	// other-external-metric is 44 (the sample server's, then promscaler's): 44/11 = 4 replicas.
+	createWorkload(t, ctx, env, "ds-forwarded", "fwd", 1, 1, 10, externalSpec("other-external-metric", "11"), nil)
+	waitSpecReplicas(t, ctx, env, "ds-forwarded", "fwd", 4, 2*time.Minute)
 
 	reads := startReader(ctx, env, forwarded)
-	dsFile := writeDownstreamConfig(t, env, port)
-	_, err = env.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(env.RepoRoot, "deploy", "components", "downstream", "rbac.yaml"))
+	hpaReads := startHPAReader(ctx, env)
+	dsFile, dsConfig := writeDownstreamConfig(t, env, port)
+	_, err := env.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(env.RepoRoot, "deploy", "components", "downstream", "rbac.yaml"))
 	must(err)
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
-	must(os.WriteFile(rules, []byte("externalQueries:\n- name: ours_queue\n  query: sum(ds_queue)\n"), 0o644))
+	must(os.WriteFile(rules, []byte("externalQueries:\n- name: ours_queue\n  query: sum(ds_queue)\n- name: other-external-metric\n  query: sum(ds_other)\n"), 0o644))
 	env.MustStartAdapter(t, framework.AdapterConfig{ConfigFile: rules, PrometheusURL: prom.URL, ExtraArgs: []string{"--downstream-config=" + dsFile}})
-	// Reads continue across the hand-over, then for 10 s after.
+	moveByName(t, ctx, env, dsFile, dsConfig)
+	// Reads continue across the hand-over and the move, then for 10 s after.
 	time.Sleep(10 * time.Second)
 	total, failed := reads.stop()
 	t.Logf("hand-over: %d reads of %s once a second, %d failed: %v", total, forwarded, len(failed), failed)
 	if len(failed) > 0 || total < 5 {
 		t.Errorf("hand-over: %d of %d reads failed, want none", len(failed), total)
+	}
+	total, failed, per := hpaReads.stop()
+	t.Logf("hand-over and move: %d reads of every HPA's metrics once a second (%s), %d failed: %v", total, per, len(failed), failed)
+	if len(failed) > 0 || total < 10 {
+		t.Errorf("hand-over and move: %d of %d HPA metric reads failed, want none", len(failed), total)
 	}
 
 	t.Run("forwarded unchanged", func(t *testing.T) { checkForwarded(t, ctx, env, port) })
@@ -78,6 +99,29 @@ func TestDownstreamSampleAdapter(t *testing.T) {
 	t.Run("ours served by promscaler", func(t *testing.T) { checkOurs(t, ctx, env) })
 	t.Run("kube-controller-manager scales on both", func(t *testing.T) { checkScaling(t, ctx, env) })
 	t.Run("downstream killed", func(t *testing.T) { checkKilled(t, ctx, env, sample) })
+}
+
+// moveByName moves other-external-metric, which both serve and the file
+// routes to the sample server, over to promscaler by removing its route:
+// the sample server answers it through promscaler until the file is
+// re-read, promscaler after.
+func moveByName(t *testing.T, ctx context.Context, env *framework.Env, dsFile, dsConfig string) {
+	t.Helper()
+	path := emV1beta1 + "/namespaces/ds-forwarded/other-external-metric"
+	eventually(t, ctx, time.Minute, "other-external-metric routed to the sample server", func(ctx context.Context) error {
+		return wantServedBy(ctx, env, path, "sample")
+	})
+	moved := strings.Replace(dsConfig, "  routes: {external: [other-external-metric]}\n", "", 1)
+	if moved == dsConfig {
+		t.Fatal("the downstream file has no route to remove")
+	}
+	if err := os.WriteFile(dsFile, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, time.Minute, "other-external-metric served by promscaler", func(ctx context.Context) error {
+		return wantServedBy(ctx, env, path, "promscaler")
+	})
+	t.Logf("other-external-metric moved from the sample server to promscaler")
 }
 
 // startSampleAdapter runs the sample server as its own user (bound to
@@ -113,7 +157,7 @@ func startSampleAdapter(t *testing.T, ctx context.Context, env *framework.Env) (
 // writeDownstreamConfig names the sample server, reached with a client
 // certificate of the adapter's ServiceAccount user (signed by the cluster
 // CA, which the sample server's delegated authentication trusts).
-func writeDownstreamConfig(t *testing.T, env *framework.Env, port int) string {
+func writeDownstreamConfig(t *testing.T, env *framework.Env, port int) (string, string) {
 	t.Helper()
 	user := "system:serviceaccount:" + framework.AdapterNamespace + ":" + framework.AdapterServiceAccount
 	kp, err := env.PKI.ClusterCA.IssueClient(env.PKI.Dir, "adapter-downstream", user, "system:serviceaccounts", "system:authenticated")
@@ -129,11 +173,12 @@ downstreams:
   credentials: {clientCertFile: %s, clientKeyFile: %s}
   timeout: 2s
   breaker: {failures: 1, openFor: 1h}
+  routes: {external: [other-external-metric]}
 `, port, kp.CertFile, kp.KeyFile)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return path, cfg
 }
 
 // reader reads one path through the aggregator once a second.
@@ -185,7 +230,8 @@ func checkForwarded(t *testing.T, ctx context.Context, env *framework.Env, port 
 	must(err)
 	direct.Host = fmt.Sprintf("https://127.0.0.1:%d", port)
 	direct.Insecure, direct.CAData, direct.CAFile = true, nil, ""
-	for _, path := range []string{emV1beta1 + "/namespaces/default/my-external-metric", emV1beta1 + "/namespaces/default/other-external-metric"} {
+	// (other-external-metric was moved to promscaler.)
+	for _, path := range []string{emV1beta1 + "/namespaces/default/my-external-metric"} {
 		via := getAnswer(ctx, env, path)
 		if via.err != nil {
 			t.Errorf("%s through promscaler: %v %s", path, via.err, via.body)
@@ -305,25 +351,23 @@ func decodeInto(a apiAnswer, v any) error {
 }
 
 // checkScaling: kube-controller-manager's HPA controller scales one
-// Deployment on a forwarded metric (other-external-metric, 44 from the
-// sample server: 44/11 = 4 replicas) and one on promscaler's (ours_queue,
-// 5: 5/1 = 5 replicas), both through the aggregator.
+// Deployment on a forwarded metric (my-external-metric, 42 + 43 from the
+// sample server: 85/20 = 5 replicas) and one on promscaler's (ours_queue,
+// 5: 5/1 = 5 replicas), both created after the hand-over, through the
+// aggregator.
 func checkScaling(t *testing.T, ctx context.Context, env *framework.Env) {
-	env.MustStartControllerManager(t, framework.ControllerManagerConfig{
-		Controllers:   []string{framework.HPAController, framework.DeploymentController, framework.ReplicaSetController},
-		HPASyncPeriod: 2 * time.Second,
-	})
-	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
-	external := func(name, target string) autoscalingv2.MetricSpec {
-		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-			Metric: autoscalingv2.MetricIdentifier{Name: name},
-			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: q(target)},
-		}}
-	}
-	createWorkload(t, ctx, env, "ds-forwarded", "fwd", 1, 1, 10, external("other-external-metric", "11"), nil)
-	createWorkload(t, ctx, env, "ds-ours", "ours", 1, 1, 10, external("ours_queue", "1"), nil)
-	waitSpecReplicas(t, ctx, env, "ds-forwarded", "fwd", 4, 2*time.Minute)
+	createWorkload(t, ctx, env, "ds-sample", "sample", 1, 1, 10, externalSpec("my-external-metric", "20"), nil)
+	createWorkload(t, ctx, env, "ds-ours", "ours", 1, 1, 10, externalSpec("ours_queue", "1"), nil)
+	waitSpecReplicas(t, ctx, env, "ds-sample", "sample", 5, 2*time.Minute)
 	waitSpecReplicas(t, ctx, env, "ds-ours", "ours", 5, 2*time.Minute)
+}
+
+func externalSpec(name, target string) autoscalingv2.MetricSpec {
+	q := resource.MustParse(target)
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: name},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &q},
+	}}
 }
 
 // checkCustomForwarded writes a custom metric into the sample server (its

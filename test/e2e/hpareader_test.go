@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,12 +15,13 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/promscaler/promscaler/test/e2e/framework"
 )
 
 // hpaReader reads, once a second, every External and Object metric of
-// every HPA in a namespace through the aggregator, with the selector the
+// every HPA of every namespace through the aggregator, with the selector the
 // HPA gives, as kube-controller-manager's HPA controller does: HPAs that
 // appear or go away during a hand-over are picked up at the next second.
 type hpaReader struct {
@@ -31,14 +33,14 @@ type hpaReader struct {
 	failed []string
 }
 
-func startHPAReader(ctx context.Context, env *framework.Env, ns string) *hpaReader {
+func startHPAReader(ctx context.Context, env *framework.Env) *hpaReader {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &hpaReader{cancel: cancel, perHPA: map[string]int{}}
 	r.wg.Go(func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
-			r.readAll(ctx, env, ns)
+			r.readAll(ctx, env)
 			select {
 			case <-ctx.Done():
 				return
@@ -49,9 +51,9 @@ func startHPAReader(ctx context.Context, env *framework.Env, ns string) *hpaRead
 	return r
 }
 
-// readAll reads every metric of every HPA of ns once.
-func (r *hpaReader) readAll(ctx context.Context, env *framework.Env, ns string) {
-	list, err := env.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+// readAll reads every metric of every HPA once.
+func (r *hpaReader) readAll(ctx context.Context, env *framework.Env) {
+	list, err := env.Client.AutoscalingV2().HorizontalPodAutoscalers("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if ctx.Err() == nil {
 			r.record("", "listing HPAs: "+err.Error())
@@ -60,7 +62,7 @@ func (r *hpaReader) readAll(ctx context.Context, env *framework.Env, ns string) 
 	}
 	for _, h := range list.Items {
 		for _, m := range h.Spec.Metrics {
-			path, ok := hpaMetricPath(ns, m)
+			path, ok := hpaMetricPath(h.Namespace, m)
 			if !ok {
 				continue
 			}
@@ -72,7 +74,7 @@ func (r *hpaReader) readAll(ctx context.Context, env *framework.Env, ns string) 
 			if a.err != nil {
 				msg = fmt.Sprintf("%s HTTP %d: %s", path, a.code, a.body)
 			}
-			r.record(h.Name, msg)
+			r.record(h.Namespace+"/"+h.Name, msg)
 		}
 	}
 }
@@ -123,4 +125,26 @@ func hpaMetricPath(ns string, m autoscalingv2.MetricSpec) (string, bool) {
 		}
 	}
 	return path, true
+}
+
+// wantServedBy checks the X-Promscaler-Served-By header of a successful
+// answer through the aggregator.
+func wantServedBy(ctx context.Context, env *framework.Env, path, want string) error {
+	hc, err := rest.HTTPClientFor(env.RESTConfig)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.APIServerURL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Promscaler-Served-By"); resp.StatusCode != http.StatusOK || got != want {
+		return fmt.Errorf("%s: HTTP %d served by %q, want 200 served by %q", path, resp.StatusCode, got, want)
+	}
+	return nil
 }
