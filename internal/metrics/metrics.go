@@ -201,7 +201,7 @@ func New() *Metrics {
 		PrometheusInFlight: f.gaugeVec("prometheus", "requests_in_flight",
 			"Requests to the backend awaiting their answer. Labels: backend.", "backend"),
 		PrometheusRejected: f.counterVec("prometheus", "rejected_requests_total",
-			"Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached). Labels: backend, reason.", "backend", "reason"),
+			"Requests not sent to the backend: backend_down (known down, waiting for the next probe), busy (its maximum of requests in flight reached), too_many_waiting (its maximum of requests waiting on its answers reached while it answers none). Labels: backend, reason.", "backend", "reason"),
 		PrometheusMaxSampleAge: f.gaugeVec("prometheus", "max_sample_age_seconds",
 			"The backend's maximum sample age (--prometheus-max-sample-age, max_sample_age): a sample older is no value. 0: off. A rule's maxSampleAge overrides it for its queries. Labels: backend.", "backend"),
 		StaleSamplesDropped: f.counterVec("prometheus", "stale_samples_dropped_total",

@@ -69,6 +69,7 @@ func FromError(ctx context.Context, what string, err error) error {
 	var (
 		pe       *promclient.Error
 		tooLarge *promclient.AnswerTooLargeError
+		waiting  *promclient.TooManyWaitingError
 	)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -76,6 +77,9 @@ func FromError(ctx context.Context, what string, err error) error {
 	case errors.As(err, &tooLarge):
 		// The limit and its flag, so that the operator knows what to raise.
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s: Prometheus' %s (%s)", what, tooLarge, ref))
+	case errors.As(err, &waiting):
+		// The backend and the bound: the other backends' metrics still answer.
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("%s: %s (%s)", what, waiting, ref))
 	case promclient.IsUnavailable(err) && errors.As(err, &pe):
 		how := pe.Outcome
 		if pe.StatusCode != 0 {

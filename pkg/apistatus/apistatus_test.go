@@ -48,6 +48,8 @@ func TestFromError(t *testing.T) {
 			http.StatusServiceUnavailable, []string{"Prometheus did not answer (timeout; request id "}},
 		{"answer too large", context.Background(), promErr(metrics.PromOutcomeAnswerTooLarge, 200, &promclient.AnswerTooLargeError{Backend: "default", Limit: 16 << 20}),
 			http.StatusServiceUnavailable, []string{"metric m: Prometheus' answer refused: longer than the 16777216-byte answer limit", "--prometheus-max-answer-bytes", "request id "}},
+		{"too many waiting on a backend", context.Background(), promErr(metrics.PromOutcomeBusy, 0, &promclient.TooManyWaitingError{Backend: "thanos", Limit: 200}),
+			http.StatusServiceUnavailable, []string{"metric m: request refused: 200 requests already wait on backend \"thanos\"", "--prometheus-max-waiting", "request id "}},
 		{"query rejected", context.Background(), promErr(metrics.PromOutcomeBadQuery, 400, errors.New("parse error at "+secretQuery)),
 			http.StatusInternalServerError, []string{"metric m: Prometheus rejected the query (check the rule's query; request id "}},
 		{"anything else", context.Background(), errors.New("rendering " + secretQuery), http.StatusInternalServerError, []string{"metric m: internal error (request id "}},

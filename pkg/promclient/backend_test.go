@@ -132,12 +132,14 @@ func TestParseBackends(t *testing.T) {
 - name: own
   url: http://b:9090
   max_in_flight: 20
+  max_waiting: 40
   breaker_failures: 0
   breaker_open: 5s
   max_answer_bytes: 1000000
 - name: unbounded
   url: http://c:9090
   max_in_flight: 0
+  max_waiting: 0
   max_answer_bytes: 0
 `,
 		want: []Backend{{
@@ -145,10 +147,10 @@ func TestParseBackends(t *testing.T) {
 			HTTP: httpDefaults(nil), Guard: base.Guard,
 		}, {
 			Name: "own", URL: "http://b:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
-			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: 20, BreakerFailures: -1, BreakerOpen: 5 * time.Second, MaxAnswerBytes: 1000000},
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: 20, MaxWaiting: 40, BreakerFailures: -1, BreakerOpen: 5 * time.Second, MaxAnswerBytes: 1000000},
 		}, {
 			Name: "unbounded", URL: "http://c:9090", Verb: "GET", Timeout: 10 * time.Second, Compression: CompressionNone, CacheTTL: time.Second,
-			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: -1, BreakerFailures: 3, BreakerOpen: 2 * time.Second, MaxAnswerBytes: -1},
+			HTTP: httpDefaults(nil), Guard: GuardConfig{MaxConcurrent: -1, MaxWaiting: -1, BreakerFailures: 3, BreakerOpen: 2 * time.Second, MaxAnswerBytes: -1},
 		}},
 	}}
 	for _, tt := range tests {
@@ -243,13 +245,15 @@ func TestParseBackendsErrors(t *testing.T) {
 - name: a
   url: http://a:9090
   max_in_flight: -1
+  max_waiting: -4
   breaker_failures: -2
   max_answer_bytes: -3
 `,
 		want: []string{
 			"b.yaml:4: backends[0].max_in_flight: -1 must not be negative (0: no bound)",
-			"b.yaml:5: backends[0].breaker_failures: -2 must not be negative (0: never marked down)",
-			"b.yaml:6: backends[0].max_answer_bytes: -3 must not be negative (0: no bound)",
+			"b.yaml:5: backends[0].max_waiting: -4 must not be negative (0: no bound)",
+			"b.yaml:6: backends[0].breaker_failures: -2 must not be negative (0: never marked down)",
+			"b.yaml:7: backends[0].max_answer_bytes: -3 must not be negative (0: no bound)",
 		},
 	}}
 	for _, tt := range tests {

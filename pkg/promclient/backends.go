@@ -66,6 +66,9 @@ type BackendEntry struct {
 	// (0 in the first two: no bound, never marked down); absent means the
 	// --prometheus-max-in-flight, --prometheus-breaker-* flags' values.
 	MaxInFlight     *int           `yaml:"max_in_flight,omitempty"`
+	// MaxWaiting bounds the requests waiting on the backend's answers (0:
+	// no bound); absent means --prometheus-max-waiting's.
+	MaxWaiting *int `yaml:"max_waiting,omitempty"`
 	BreakerFailures *int           `yaml:"breaker_failures,omitempty"`
 	BreakerOpen     model.Duration `yaml:"breaker_open,omitempty"`
 	// MaxSampleAge makes a sample older than it no value; absent means
@@ -267,6 +270,12 @@ func (e *BackendEntry) guard(g *GuardConfig, add func(key, format string, args .
 			add("max_in_flight", "%d must not be negative (0: no bound)", *e.MaxInFlight)
 		}
 		g.MaxConcurrent = noneIfZero(*e.MaxInFlight)
+	}
+	if e.MaxWaiting != nil {
+		if *e.MaxWaiting < 0 {
+			add("max_waiting", "%d must not be negative (0: no bound)", *e.MaxWaiting)
+		}
+		g.MaxWaiting = noneIfZero(*e.MaxWaiting)
 	}
 	if e.BreakerFailures != nil {
 		if *e.BreakerFailures < 0 {

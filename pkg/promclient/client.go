@@ -358,10 +358,14 @@ func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share,
 	if err := ctx.Err(); err != nil {
 		return nil, classify(endpoint, desc, err, err, 0)
 	}
-	v, err := c.flights.do(ctx, key, sh, func(fctx context.Context) (any, error) {
+	wctx, waited, err := c.guard.wait(ctx)
+	if err != nil {
+		return nil, classify(endpoint, desc, err, nil, 0)
+	}
+	v, err := c.flights.do(wctx, key, sh, func(fctx context.Context) (any, error) {
 		return c.send(fctx, endpoint, desc, key, fn)
 	}, c.metrics.CoalescedQueries.WithLabelValues(endpoint).Inc)
-	if err != nil {
+	if err = waited(err); err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
 			return nil, err

@@ -84,6 +84,7 @@ func classify(endpoint, query string, err error, ctxErr error, status int) *Erro
 	var (
 		apiErr   *v1.Error
 		tooLarge *AnswerTooLargeError
+		waiting  *TooManyWaitingError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded):
@@ -95,6 +96,9 @@ func classify(endpoint, query string, err error, ctxErr error, status int) *Erro
 	case errors.Is(err, ErrBackendDown):
 		e.Outcome = metrics.PromOutcomeBackendDown
 		e.Err = ErrBackendDown
+	case errors.As(err, &waiting):
+		e.Outcome = metrics.PromOutcomeBusy
+		e.Err = waiting
 	case errors.Is(err, ErrBackendBusy):
 		e.Outcome = metrics.PromOutcomeBusy
 		e.Err = ErrBackendBusy

@@ -94,12 +94,22 @@ type GuardConfig struct {
 	// AnswerBudgetAnswers*MaxAnswerBytes. 0: DefaultMaxAnswerBytes;
 	// negative: no bound.
 	MaxAnswerBytes int64
+	// MaxWaiting is how many requests may wait on the backend's answers,
+	// every caller counted (a coalesced query's joiners too); a request
+	// beyond it waits WaitGrace at most, then fails with a
+	// *TooManyWaitingError, and so do the next ones at once while the
+	// requests waiting stay at the bound. 0: DefaultMaxWaiting; negative:
+	// no bound.
+	MaxWaiting int
+	// WaitGrace is how long a request beyond MaxWaiting may wait.
+	// 0: DefaultWaitGrace.
+	WaitGrace time.Duration
 }
 
 // guardLimits is the GuardConfig of the flags' values, where 0 means no
-// bound (maxInFlight, maxAnswerBytes) and never marked down (failures).
-func guardLimits(maxInFlight, failures int, open time.Duration, maxAnswerBytes int64) GuardConfig {
-	return GuardConfig{MaxConcurrent: noneIfZero(maxInFlight), BreakerFailures: noneIfZero(failures), BreakerOpen: open,
+// bound (maxInFlight, maxWaiting, maxAnswerBytes) and never marked down (failures).
+func guardLimits(maxInFlight, maxWaiting, failures int, open time.Duration, maxAnswerBytes int64) GuardConfig {
+	return GuardConfig{MaxConcurrent: noneIfZero(maxInFlight), MaxWaiting: noneIfZero(maxWaiting), BreakerFailures: noneIfZero(failures), BreakerOpen: open,
 		MaxAnswerBytes: noneIfZero(maxAnswerBytes)}
 }
 
@@ -125,6 +135,12 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	if c.MaxAnswerBytes == 0 {
 		c.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = DefaultMaxWaiting
+	}
+	if c.WaitGrace <= 0 {
+		c.WaitGrace = DefaultWaitGrace
+	}
 	return c
 }
 
@@ -132,6 +148,9 @@ func (c GuardConfig) withDefaults() GuardConfig {
 func (c GuardConfig) Validate() error {
 	if c.BreakerOpen < 0 {
 		return errors.New("the breaker's open period must not be negative")
+	}
+	if c.WaitGrace < 0 {
+		return errors.New("the waiting bound's grace must not be negative")
 	}
 	return nil
 }
@@ -163,6 +182,14 @@ type Guard struct {
 	inFlight prometheus.Gauge
 	down     prometheus.Counter
 	busy     prometheus.Counter
+
+	// waiting counts the requests waiting on the backend's answers
+	// (guard_waiting.go); saturated is set when one beyond the bound waited
+	// WaitGrace in vain, until they fall below it.
+	wmu         sync.Mutex
+	waiting     int
+	saturated   bool
+	waitRefused prometheus.Counter
 
 	// answerBytes is the bytes of the answers being read (until their body
 	// is closed): bounded by AnswerBudgetAnswers*cfg.MaxAnswerBytes.
@@ -214,6 +241,8 @@ func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.Passiv
 		inFlight: m.PrometheusInFlight.WithLabelValues(name),
 		down:     m.PrometheusRejected.WithLabelValues(name, rejectedBackendDown),
 		busy:     m.PrometheusRejected.WithLabelValues(name, rejectedBusy),
+
+		waitRefused: m.PrometheusRejected.WithLabelValues(name, rejectedWaiting),
 	}
 	if cfg.MaxConcurrent > 0 {
 		g.slots = make(chan struct{}, cfg.MaxConcurrent)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -151,5 +152,142 @@ func TestClientAnswerTooLarge(t *testing.T) {
 	}
 	if !guard.Status().Up {
 		t.Error("the backend is marked down for an oversized answer: it answered")
+	}
+}
+
+// TestClientWaitingBound: with a stalled backend, the requests waiting on
+// it are bounded, every caller counted (a coalesced query's joiners too,
+// which the in-flight bound counts once): one beyond MaxWaiting waits
+// WaitGrace, then fails busy with a message naming the backend and the
+// bound, and the next one beyond it fails at once, without a query; once
+// the backend answers, requests are served again.
+func TestClientWaitingBound(t *testing.T) {
+	fake := promtest.New([]model.LabelSet{{"__name__": "up", "job": "a"}})
+	defer fake.Close()
+	m := metrics.New()
+	guard, err := promclient.NewGuard("main", promclient.GuardConfig{MaxWaiting: 2, WaitGrace: 20 * time.Millisecond}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := promclient.New(promclient.Config{Backend: "main", Address: fake.URL, HTTPClient: &http.Client{}, Metrics: m, Guard: guard, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"up", "up + 0"} {
+		fake.Answer(q, model.Vector{{Metric: model.Metric{"job": "a"}, Value: 1}})
+	}
+	// The test's deadline: without a bound, a request beyond it would
+	// wait for the stalled backend until then.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	arrived, release := fake.Hold(4)
+	defer release()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.QuerySamples(ctx, "up", time.Time{})
+			done <- err
+		}()
+	}
+	<-arrived
+	pollUntil(t, func() bool {
+		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues("main", metrics.EndpointQuery)) == 1
+	})
+	rejected := m.PrometheusRejected.WithLabelValues("main", "too_many_waiting")
+	// A third identical request (it would join the stalled query) waits
+	// its grace, then fails.
+	_, err = c.QuerySamples(ctx, "up", time.Time{})
+	checkTooManyWaiting(t, "beyond the bound", err)
+	if got := testutil.ToFloat64(rejected); got != 1 {
+		t.Errorf("rejected{too_many_waiting} = %v, want 1", got)
+	}
+	// The backend is saturated: another request beyond the bound fails at
+	// once, without a query.
+	calls := fake.Calls(promtest.Query)
+	_, err = c.QuerySamples(ctx, "up + 0", time.Time{})
+	checkTooManyWaiting(t, "saturated", err)
+	if got := fake.Calls(promtest.Query) - calls; got != 0 {
+		t.Errorf("%d queries sent while saturated, want 0", got)
+	}
+	release()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Errorf("waiting request after the backend answered: %v", err)
+		}
+	}
+	if _, err := c.QuerySamples(ctx, "up + 0", time.Time{}); err != nil {
+		t.Errorf("request after the backend answered: %v", err)
+	}
+}
+
+func checkTooManyWaiting(t *testing.T, name string, err error) {
+	t.Helper()
+	var (
+		pe      *promclient.Error
+		waiting *promclient.TooManyWaitingError
+	)
+	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeBusy || !promclient.IsUnavailable(err) ||
+		!errors.As(err, &waiting) || !errors.Is(err, promclient.ErrBackendBusy) {
+		t.Fatalf("%s: %v, want a busy, unavailable *Error with a *TooManyWaitingError", name, err)
+	}
+	for _, want := range []string{`backend "main"`, "2 requests already wait", "--prometheus-max-waiting", "max_waiting"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q does not say %q", name, err, want)
+		}
+	}
+}
+
+// TestClientWaitingBurst: a burst of identical requests far beyond
+// MaxWaiting, answered by one query within the grace, is served whole by
+// that one query: the bound refuses only requests waiting on a backend
+// that does not answer.
+func TestClientWaitingBurst(t *testing.T) {
+	const n = 50
+	fake := promtest.New([]model.LabelSet{{"__name__": "up", "job": "a"}})
+	defer fake.Close()
+	fake.Answer("up", model.Vector{{Metric: model.Metric{"job": "a"}, Value: 1}})
+	m := metrics.New()
+	guard, err := promclient.NewGuard("main", promclient.GuardConfig{MaxWaiting: 2, WaitGrace: time.Minute}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := promclient.New(promclient.Config{Backend: "main", Address: fake.URL, HTTPClient: &http.Client{}, Metrics: m, Guard: guard, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived, release := fake.Hold(1)
+	defer release()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.QuerySamples(context.Background(), "up", time.Time{})
+			errs <- err
+		}()
+	}
+	<-arrived
+	pollUntil(t, func() bool {
+		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues("main", metrics.EndpointQuery)) == n-1
+	})
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("request of the burst: %v", err)
+		}
+	}
+	if got := fake.Calls(promtest.Query); got != 1 {
+		t.Errorf("%d queries for the burst, want 1", got)
+	}
+}
+
+// pollUntil polls cond until it holds, failing after a generous bound
+// rather than hanging.
+func pollUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -70,6 +70,10 @@ type Options struct {
 	MaxInFlight     int
 	BreakerFailures int
 	BreakerOpen     time.Duration
+	// MaxWaiting is the default backend's GuardConfig.MaxWaiting (0: no
+	// bound); the backends file's entries take it unless they set
+	// max_waiting.
+	MaxWaiting int
 	// MaxSampleAge makes a sample of the default backend older than it no
 	// value (0: off); the backends file's entries take it unless they set
 	// max_sample_age.
@@ -97,6 +101,7 @@ func NewOptions() *Options {
 		CoalesceWindow: DefaultCoalesceWindow,
 
 		MaxInFlight:     DefaultMaxConcurrent,
+		MaxWaiting:      DefaultMaxWaiting,
 		BreakerFailures: DefaultBreakerFailures,
 		BreakerOpen:     DefaultBreakerOpen,
 		MaxAnswerBytes:  DefaultMaxAnswerBytes,
@@ -133,6 +138,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
 	fs.StringVar(&o.BackendsFile, "backends-config", o.BackendsFile, "File defining more Prometheus-compatible backends (Thanos, Mimir/Cortex tenants, VictoriaMetrics, other Prometheus servers), each with its own URL, TLS, authorization, headers and timeout; a rule names one with its backend: key. The --prometheus-* flags define the backend named default.")
 	fs.IntVar(&o.MaxInFlight, "prometheus-max-in-flight", o.MaxInFlight, "Requests in flight to Prometheus at most; one more is answered 503 at once, so that a stalled Prometheus cannot hold every request slot of the adapter. 0: no bound. A --backends-config entry takes it unless it sets max_in_flight.")
+	fs.IntVar(&o.MaxWaiting, "prometheus-max-waiting", o.MaxWaiting, "Requests waiting on one Prometheus backend's answers at most, every request counted (those sharing one query too): one more waits 1s at most, then it and the next ones are answered 503 at once while the backend answers none, so that a stalled backend holds at most this many request slots of the adapter and of kube-apiserver (where each priority level has few) and the other backends' metrics and discovery keep the rest. 0: no bound. A --backends-config entry takes it unless it sets max_waiting.")
 	fs.IntVar(&o.BreakerFailures, "prometheus-breaker-failures", o.BreakerFailures, "Consecutive timeouts or connection errors after which Prometheus is marked down: its requests are answered 503 at once until a probe request gets an answer. 0: never marked down. A --backends-config entry takes it unless it sets breaker_failures.")
 	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request, and again after each failed probe (never longer: Prometheus is asked again within this time of its return). A --backends-config entry takes it unless it sets breaker_open.")
 	fs.DurationVar(&o.MaxSampleAge, "prometheus-max-sample-age", o.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
@@ -182,6 +188,9 @@ func (o *Options) validateRequests() []error {
 	}
 	if o.MaxInFlight < 0 {
 		add("--prometheus-max-in-flight %d: must not be negative (0: no bound)", o.MaxInFlight)
+	}
+	if o.MaxWaiting < 0 {
+		add("--prometheus-max-waiting %d: must not be negative (0: no bound)", o.MaxWaiting)
 	}
 	if o.BreakerFailures < 0 {
 		add("--prometheus-breaker-failures %d: must not be negative (0: never marked down)", o.BreakerFailures)
@@ -273,7 +282,7 @@ func (o *Options) Backend() (Backend, error) {
 		CacheTTL:        o.CacheTTL,
 		CoalesceWindow:  o.CoalesceWindow,
 		Compression:     o.Compression,
-		Guard:           guardLimits(o.MaxInFlight, o.BreakerFailures, o.BreakerOpen, o.MaxAnswerBytes),
+		Guard:           guardLimits(o.MaxInFlight, o.MaxWaiting, o.BreakerFailures, o.BreakerOpen, o.MaxAnswerBytes),
 		MaxSampleAge:    o.MaxSampleAge,
 		inClusterConfig: o.inClusterConfig,
 	}

@@ -83,14 +83,14 @@ func TestGuardFlags(t *testing.T) {
 		args []string
 		want GuardConfig
 	}{
-		{want: GuardConfig{MaxConcurrent: DefaultMaxConcurrent, BreakerFailures: DefaultBreakerFailures, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: DefaultMaxAnswerBytes}},
+		{want: GuardConfig{MaxConcurrent: DefaultMaxConcurrent, MaxWaiting: DefaultMaxWaiting, BreakerFailures: DefaultBreakerFailures, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: DefaultMaxAnswerBytes}},
 		{
-			args: []string{"--prometheus-max-in-flight=0", "--prometheus-breaker-failures=0", "--prometheus-breaker-open=10s", "--prometheus-max-answer-bytes=0"},
-			want: GuardConfig{MaxConcurrent: -1, BreakerFailures: -1, BreakerOpen: 10 * time.Second, MaxAnswerBytes: -1},
+			args: []string{"--prometheus-max-in-flight=0", "--prometheus-max-waiting=0", "--prometheus-breaker-failures=0", "--prometheus-breaker-open=10s", "--prometheus-max-answer-bytes=0"},
+			want: GuardConfig{MaxConcurrent: -1, MaxWaiting: -1, BreakerFailures: -1, BreakerOpen: 10 * time.Second, MaxAnswerBytes: -1},
 		},
 		{
-			args: []string{"--prometheus-max-in-flight=7", "--prometheus-breaker-failures=2", "--prometheus-max-answer-bytes=1048576"},
-			want: GuardConfig{MaxConcurrent: 7, BreakerFailures: 2, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: 1 << 20},
+			args: []string{"--prometheus-max-in-flight=7", "--prometheus-max-waiting=30", "--prometheus-breaker-failures=2", "--prometheus-max-answer-bytes=1048576"},
+			want: GuardConfig{MaxConcurrent: 7, MaxWaiting: 30, BreakerFailures: 2, BreakerOpen: DefaultBreakerOpen, MaxAnswerBytes: 1 << 20},
 		},
 	}
 	for _, tt := range tests {
@@ -144,6 +144,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 				o.BasicAuthUsername = "a:b"
 				o.Headers = []string{"X-Ok=1", "novalue", "Bad Name=1", "X-Crlf=a\r\nInjected: 1"}
 				o.MaxInFlight = -1
+				o.MaxWaiting = -2
 				o.BreakerFailures = -1
 				o.BreakerOpen = 0
 				o.MaxAnswerBytes = -5
@@ -151,7 +152,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{
 				"--prometheus-url", "--prometheus-verb", "--prometheus-timeout", "--prometheus-cache-ttl",
 				"--prometheus-coalesce-window", "--prometheus-compression",
-				"--prometheus-max-in-flight -1", "--prometheus-breaker-failures -1", "--prometheus-breaker-open 0s",
+				"--prometheus-max-in-flight -1", "--prometheus-max-waiting -2", "--prometheus-breaker-failures -1", "--prometheus-breaker-open 0s",
 				"--prometheus-max-answer-bytes -5",
 				"--prometheus-auth-incluster and --prometheus-auth-config", "--prometheus-auth-config:",
 				"--prometheus-ca-file", "--prometheus-client-tls-cert-file needs", "--prometheus-token-file",

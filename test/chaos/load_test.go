@@ -26,13 +26,25 @@ const (
 	kindExternal
 	// kindChurn asks for the soak's churning pods: every value is 1.
 	kindChurn
+	// kindSecond asks for the truth metric served from the second backend
+	// (backends_test.go).
+	kindSecond
+	// kindDiscovery asks for the custom metrics discovery document (any
+	// 200 with a JSON body is correct).
+	kindDiscovery
 )
 
 func (k kind) String() string {
-	return [...]string{"custom", "external", "churn"}[k]
+	return [...]string{"custom", "external", "churn", "second backend", "discovery"}[k]
 }
 
 func (k kind) path() string {
+	switch k {
+	case kindSecond:
+		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + truthNamespace + "/pods/*/" + secondMetric
+	case kindDiscovery:
+		return "/apis/custom.metrics.k8s.io/v1beta2"
+	}
 	if k == kindChurn {
 		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + churnNamespace + "/pods/*/" + churnPodMetric
 	}
@@ -44,6 +56,7 @@ func (k kind) path() string {
 
 // result is one request's outcome.
 type result struct {
+	kind       kind
 	start, end time.Time
 	// status is the HTTP status, 0 when no answer came (err says why).
 	status int
@@ -59,10 +72,16 @@ func (r result) correct() bool { return r.status == http.StatusOK && !r.wrong &&
 
 // ask sends one request of kind k through the aggregator and checks the answer.
 func (s *stack) ask(ctx context.Context, k kind) result {
-	r := result{start: time.Now()}
+	return s.askAt(ctx, k, s.api, s.env.APIServerURL)
+}
+
+// askAt is ask sent with hc to base (kube-apiserver's URL, or the
+// adapter's own).
+func (s *stack) askAt(ctx context.Context, k kind, hc *http.Client, base string) result {
+	r := result{kind: k, start: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	body, code, err := framework.Get(ctx, s.api, s.env.APIServerURL+k.path())
+	body, code, err := framework.Get(ctx, hc, base+k.path())
 	r.end, r.status = time.Now(), code
 	if err != nil {
 		r.status = 0
@@ -88,6 +107,9 @@ func classify(err error) string {
 
 // check compares a 200 answer with the truth.
 func check(k kind, body []byte) (wrong, partial bool) {
+	if k == kindDiscovery {
+		return !json.Valid(body), false
+	}
 	var list struct {
 		Items []struct {
 			DescribedObject struct {
@@ -136,6 +158,13 @@ type loader struct {
 	rate int
 	// churnEvery: every churnEvery-th request asks kindChurn (0: never).
 	churnEvery int
+	// mix, when set, is the kinds asked in turn (instead of custom and
+	// external alternating).
+	mix []kind
+	// hc and base, when set, send the requests to base with hc instead of
+	// through the aggregator.
+	hc   *http.Client
+	base string
 	mu         sync.Mutex
 	res        []result
 	stop       chan struct{}
@@ -143,7 +172,13 @@ type loader struct {
 }
 
 func (s *stack) startLoad(rate, churnEvery int) *loader {
-	l := &loader{s: s, rate: rate, churnEvery: churnEvery, stop: make(chan struct{})}
+	return s.startMixedLoad(rate, churnEvery, nil, nil, "")
+}
+
+// startMixedLoad is startLoad asking the kinds of mix in turn (when set),
+// sent with hc to base when hc is set.
+func (s *stack) startMixedLoad(rate, churnEvery int, mix []kind, hc *http.Client, base string) *loader {
+	l := &loader{s: s, rate: rate, churnEvery: churnEvery, mix: mix, hc: hc, base: base, stop: make(chan struct{})}
 	l.done.Add(1)
 	go l.run()
 	return l
@@ -161,7 +196,10 @@ func (l *loader) run() {
 		case <-tick.C:
 		}
 		k := kindCustom
-		if n%2 == 1 {
+		switch {
+		case len(l.mix) > 0:
+			k = l.mix[n%len(l.mix)]
+		case n%2 == 1:
 			k = kindExternal
 		}
 		if l.churnEvery > 0 && n%l.churnEvery == l.churnEvery-1 {
@@ -170,12 +208,19 @@ func (l *loader) run() {
 		l.done.Add(1)
 		go func() {
 			defer l.done.Done()
-			r := l.s.ask(ctx, k)
+			r := l.ask(ctx, k)
 			l.mu.Lock()
 			l.res = append(l.res, r)
 			l.mu.Unlock()
 		}()
 	}
+}
+
+func (l *loader) ask(ctx context.Context, k kind) result {
+	if l.hc != nil {
+		return l.s.askAt(ctx, k, l.hc, l.base)
+	}
+	return l.s.ask(ctx, k)
 }
 
 // close stops sending and waits for the answers in flight.
@@ -197,12 +242,17 @@ type window struct {
 }
 
 func (l *loader) window(from, to time.Time) window {
+	return l.windowOf(nil, from, to)
+}
+
+// windowOf is window over the requests of the kinds ks (all when none).
+func (l *loader) windowOf(ks []kind, from, to time.Time) window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := window{errors: map[string]int{}}
 	var lat []float64
 	for _, r := range l.res {
-		if r.start.Before(from) || !r.start.Before(to) {
+		if r.start.Before(from) || !r.start.Before(to) || len(ks) > 0 && !slices.Contains(ks, r.kind) {
 			continue
 		}
 		w.total++

@@ -125,6 +125,9 @@ type stackOptions struct {
 	// front, when set, is given Prometheus' URL and returns the URL the
 	// adapter queries instead (a server of the suite in front of it).
 	front func(t *testing.T, promURL string) string
+	// extra, when set, runs before the adapter starts and returns more
+	// adapter flags and rules to append to adapterRules' custom rules.
+	extra func(t *testing.T, s *stack) (args []string, rules string)
 }
 
 func startStack(t *testing.T, opts stackOptions) *stack {
@@ -173,11 +176,17 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	if _, err := s.prom.WaitForQuery(ctx, truthMetric, truthPods, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	args := append([]string{"--config-reload-interval=1s"}, opts.adapterArgs...)
+	rules := adapterRules
+	if opts.extra != nil {
+		more, extraRules := opts.extra(t, s)
+		args = append(args, more...)
+		rules = strings.Replace(rules, "\nexternalRules:", "\n"+extraRules+"externalRules:", 1)
+	}
 	s.rules = filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(s.rules, []byte(adapterRules), 0o600); err != nil {
+	if err := os.WriteFile(s.rules, []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--config-reload-interval=1s"}, opts.adapterArgs...)
 	if opts.rotation {
 		args = append(args, s.prepareRotation(t)...)
 	}
