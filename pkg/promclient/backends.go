@@ -65,10 +65,10 @@ type BackendEntry struct {
 	// MaxInFlight, BreakerFailures and BreakerOpen are the backend's guard
 	// (0 in the first two: no bound, never marked down); absent means the
 	// --prometheus-max-in-flight, --prometheus-breaker-* flags' values.
-	MaxInFlight     *int           `yaml:"max_in_flight,omitempty"`
+	MaxInFlight *int `yaml:"max_in_flight,omitempty"`
 	// MaxWaiting bounds the requests waiting on the backend's answers (0:
 	// no bound); absent means --prometheus-max-waiting's.
-	MaxWaiting *int `yaml:"max_waiting,omitempty"`
+	MaxWaiting      *int           `yaml:"max_waiting,omitempty"`
 	BreakerFailures *int           `yaml:"breaker_failures,omitempty"`
 	BreakerOpen     model.Duration `yaml:"breaker_open,omitempty"`
 	// MaxSampleAge makes a sample older than it no value; absent means

@@ -165,10 +165,10 @@ type loader struct {
 	// through the aggregator.
 	hc   *http.Client
 	base string
-	mu         sync.Mutex
-	res        []result
-	stop       chan struct{}
-	done       sync.WaitGroup
+	mu   sync.Mutex
+	res  []result
+	stop chan struct{}
+	done sync.WaitGroup
 }
 
 func (s *stack) startLoad(rate, churnEvery int) *loader {
