@@ -139,17 +139,23 @@ func (a *apiServerReachability) Check(*http.Request) error {
 
 // readinessDetails are the lines withReadyzDetails adds: each Prometheus
 // backend that is not answering, and each configuration file whose newest
-// content is not in service.
-func readinessDetails(guards []*promclient.Guard, rejected func() []reload.Rejection) func() []string {
+// content is not in service. guards is asked on every call (the backends in
+// service: a backends-file reload adds and removes some), as is each of
+// rejected (the rules watcher's, the backends file watcher's; nil ones are
+// skipped).
+func readinessDetails(guards func() []*promclient.Guard, rejected ...func() []reload.Rejection) func() []string {
 	return func() []string {
 		var lines []string
-		for _, g := range guards {
+		for _, g := range guards() {
 			if st := g.Status(); !st.Up {
 				lines = append(lines, st.String())
 			}
 		}
-		if rejected != nil {
-			for _, r := range rejected() {
+		for _, rej := range rejected {
+			if rej == nil {
+				continue
+			}
+			for _, r := range rej() {
 				what := "configuration file " + r.File
 				if r.File == "" {
 					what = "configuration sources"

@@ -285,11 +285,14 @@ func (c *Config) Complete() (*Server, error) {
 	if err := c.watchBackends(s, m); err != nil {
 		return nil, err
 	}
-	var rejected func() []reload.Rejection
+	var rejected, backendsRejected func() []reload.Rejection
 	if s.watcher != nil {
 		rejected = s.watcher.Rejected
 	}
-	details = joinDetails(readinessDetails(backends.Guards(), rejected), downstreamDetails)
+	if s.backendsWatcher != nil {
+		backendsRejected = s.backendsWatcher.Rejected
+	}
+	details = joinDetails(readinessDetails(backends.Guards, rejected, backendsRejected), downstreamDetails)
 	return s, nil
 }
 
