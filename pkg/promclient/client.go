@@ -351,6 +351,11 @@ func callAs[T any](ctx context.Context, c *Client, endpoint, desc, key string, s
 func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share, fn func(context.Context) (any, error)) (any, error) {
 	start := time.Now()
 	defer func() { servertiming.Observe(ctx, start, time.Now()) }()
+	if ns := tenantOf(ctx); ns != "" {
+		// A team's calls are its own (WithTenant): never shared with
+		// another's, whose cost is counted elsewhere.
+		key += "\x00tenant\x00" + ns
+	}
 	if v, ok := c.cache.get(key); ok {
 		c.metrics.CacheHits.WithLabelValues(endpoint).Inc()
 		return v, nil

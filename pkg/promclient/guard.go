@@ -104,6 +104,11 @@ type GuardConfig struct {
 	// WaitGrace is how long a request beyond MaxWaiting may wait.
 	// 0: DefaultWaitGrace.
 	WaitGrace time.Duration
+	// MaxWaitingPerTeam is MaxWaiting for the requests of one namespace's
+	// team rules (WithTenant). 0: MaxWaiting/4 (at least 1), so that one
+	// team's slow queries leave most of the backend's bound to the
+	// cluster's rules and the other teams; negative: no bound.
+	MaxWaitingPerTeam int
 }
 
 // guardLimits is the GuardConfig of the flags' values, where 0 means no
@@ -140,6 +145,9 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	}
 	if c.WaitGrace <= 0 {
 		c.WaitGrace = DefaultWaitGrace
+	}
+	if c.MaxWaitingPerTeam == 0 {
+		c.MaxWaitingPerTeam = max(c.MaxWaiting/4, 1)
 	}
 	return c
 }
@@ -183,12 +191,9 @@ type Guard struct {
 	down     prometheus.Counter
 	busy     prometheus.Counter
 
-	// waiting counts the requests waiting on the backend's answers
-	// (guard_waiting.go); saturated is set when one beyond the bound waited
-	// WaitGrace in vain, until they fall below it.
-	wmu         sync.Mutex
-	waiting     int
-	saturated   bool
+	// waiters counts the requests waiting on the backend's answers
+	// (guard_waiting.go).
+	waiters     waiters
 	waitRefused prometheus.Counter
 
 	// answerBytes is the bytes of the answers being read (until their body
@@ -247,6 +252,7 @@ func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.Passiv
 	if cfg.MaxConcurrent > 0 {
 		g.slots = make(chan struct{}, cfg.MaxConcurrent)
 	}
+	g.waiters.backend.limit = cfg.MaxWaiting
 	g.up.Set(1)
 	return g, nil
 }
@@ -434,6 +440,7 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	g.inFlight.Inc()
 	sent := g.clock.Now()
+	team := tenantOf(req.Context()) != ""
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		o, why := outcomeOf(req.Context(), err), err
@@ -442,17 +449,29 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			// a stall, whatever deadline ended the wait first.
 			o, why = outcomeFailed, fmt.Errorf("%w after %v", errStalled, g.clock.Since(sent).Round(time.Millisecond))
 		}
-		g.finish(o, probe, why)
+		g.finish(teamOutcome(o, probe, team), probe, why)
 		return nil, err
 	}
 	// A 504 is a proxy in front of the backend that gave up waiting.
-	resp.Body = &guardedBody{ReadCloser: resp.Body, guard: g, ctx: req.Context(), probe: probe,
+	resp.Body = &guardedBody{ReadCloser: resp.Body, guard: g, ctx: req.Context(), probe: probe, team: team,
 		gatewayTimeout: resp.StatusCode == http.StatusGatewayTimeout}
 	return resp, nil
 }
 
 // CloseIdleConnections forwards to the wrapped transport.
 func (t *guardedTransport) CloseIdleConnections() { closeIdle(t.next) }
+
+// teamOutcome is what a request's outcome o tells the breaker: for a team
+// rule's request (WithTenant), a failure counts as neither unless it was
+// the probe of a backend already marked down, so that one team's slow
+// queries never mark the backend down for everybody (their cost is bounded
+// by the team's waiting bound instead).
+func teamOutcome(o outcome, probe, team bool) outcome {
+	if team && o == outcomeFailed && !probe {
+		return outcomeNeutral
+	}
+	return o
+}
 
 // finish frees a request's slot and records its outcome.
 func (g *Guard) finish(o outcome, probe bool, err error) {
@@ -480,6 +499,8 @@ type guardedBody struct {
 	guard *Guard
 	ctx   context.Context
 	probe bool
+	// team: a team rule's request (teamOutcome).
+	team bool
 	// gatewayTimeout: the answer is a 504, a failure however it is read.
 	gatewayTimeout bool
 	once           sync.Once
@@ -542,7 +563,7 @@ func (b *guardedBody) done(o outcome, err error) {
 	if b.gatewayTimeout && o == outcomeAnswered {
 		o, err = outcomeFailed, errGatewayTimeout
 	}
-	b.once.Do(func() { b.guard.finish(o, b.probe, err) })
+	b.once.Do(func() { b.guard.finish(teamOutcome(o, b.probe, b.team), b.probe, err) })
 }
 
 // AnswerTooLargeError is the error of an answer refused for its size: longer

@@ -291,3 +291,73 @@ func pollUntil(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestClientTeamBudget: a team's requests (WithTenant) are bounded and
+// counted apart: their timeouts do not mark the backend down for everybody
+// (before, one team's slow queries opened the shared breaker), and their
+// waiting requests are bounded per namespace (a quarter of MaxWaiting), so
+// that another team's and the cluster's requests are still served.
+func TestClientTeamBudget(t *testing.T) {
+	const empty = `{"status":"success","data":{"resultType":"vector","result":[]}}`
+	fake := promtest.New([]model.LabelSet{{"__name__": "up", "job": "a"}})
+	defer fake.Close()
+	stall := make(chan struct{})
+	defer close(stall)
+	fake.HandleQuery(func(q string) (int, string) {
+		if strings.Contains(q, "team_a") {
+			<-stall
+		}
+		return http.StatusOK, empty
+	})
+	m := metrics.New()
+	guard, err := promclient.NewGuard("main", promclient.GuardConfig{MaxWaiting: 8, BreakerFailures: 1, WaitGrace: 20 * time.Millisecond}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := promclient.New(promclient.Config{Backend: "main", Address: fake.URL, HTTPClient: &http.Client{}, Metrics: m, Guard: guard, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	teamA, teamB := promclient.WithTenant(ctx, "team-a"), promclient.WithTenant(ctx, "team-b")
+
+	// A team's timeout (one failure marks this backend down) is its own.
+	if _, err := c.WithTimeout(50*time.Millisecond).QuerySamples(teamA, "team_a_slow", time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("team query held past its timeout: %v, want a timeout", err)
+	}
+	if !guard.Status().Up {
+		t.Fatalf("a team's timeout marked the backend down for everybody: %s", guard.Status())
+	}
+	if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
+		t.Errorf("the cluster's query after a team's timeout: %v", err)
+	}
+
+	// A team's waiting requests: 2 (8/4) wait, the third is refused, and
+	// the other team and the cluster are served.
+	calls := fake.Calls(promtest.Query)
+	done := make(chan error, 2)
+	for _, q := range []string{"team_a_1", "team_a_2"} {
+		go func() {
+			_, err := c.QuerySamples(teamA, q, time.Time{})
+			done <- err
+		}()
+	}
+	pollUntil(t, func() bool { return fake.Calls(promtest.Query) == calls+2 })
+	_, err = c.QuerySamples(teamA, "team_a_3", time.Time{})
+	var waiting *promclient.TooManyWaitingError
+	if !errors.As(err, &waiting) || !promclient.IsUnavailable(err) || waiting.Namespace != "team-a" || waiting.Limit != 2 ||
+		!strings.Contains(err.Error(), `namespace "team-a"`) {
+		t.Errorf("team-a's third waiting request: %v, want a *TooManyWaitingError of namespace team-a, limit 2", err)
+	}
+	for name, qctx := range map[string]context.Context{"team-b": teamB, "the cluster": ctx} {
+		if _, err := c.QuerySamples(qctx, "up + 1", time.Time{}); err != nil {
+			t.Errorf("%s's query while team-a's wait: %v", name, err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a stalled team-a request returned: %v", err)
+	default:
+	}
+}

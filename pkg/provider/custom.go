@@ -21,6 +21,7 @@ import (
 	"github.com/promscaler/promscaler/pkg/apistatus"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/pkg/tenancy"
 )
@@ -260,7 +261,9 @@ func (p *Provider) queryCustom(ctx context.Context, t *customTarget, namespace s
 // queryPerRequest is queryCustom's per-request query.
 func (p *Provider) queryPerRequest(ctx context.Context, t *customTarget, namespace string, names []string, index func() map[string]int, metricSelector labels.Selector) ([]point, error) {
 	start := time.Now()
-	q, smps, err := p.query(ctx, t.what(), t.entry.Rule.Backend(), func() (rules.Query, error) {
+	// A team rule's queries are its namespace's (WithTenant): bounded and
+	// counted apart from everybody else's.
+	q, smps, err := p.query(promclient.WithTenant(ctx, t.entry.Rule.Tenant()), t.what(), t.entry.Rule.Backend(), func() (rules.Query, error) {
 		return t.entry.Rule.QueryForSeries(rules.CustomRequest{
 			Series:         t.entry.SeriesName,
 			Resource:       t.gr(),

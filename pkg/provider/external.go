@@ -18,6 +18,7 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/limits"
+	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/rules"
 )
 
@@ -32,6 +33,7 @@ type externalTarget struct {
 	// nanAsZero: a NaN sample answers 0 (see sampleFloat).
 	nanAsZero bool
 	backend   string // the rule's or entry's backend
+	tenant    string // a team rule's namespace (rules.Rule.Tenant)
 }
 
 func (t *externalTarget) what() string {
@@ -57,7 +59,7 @@ func (p *Provider) resolveExternal(ctx context.Context, namespace, metric string
 		return nil, externalNotFound(metric, namespace, whyNoExternal(x, metric))
 	}
 	return &externalTarget{metric: metric, path: e.Rule.Path(), render: e.Rule.QueryForExternalSeries, series: e.SeriesName,
-		def: e.Rule.DefaultValue, nanAsZero: e.Rule.NaNAsZero(), backend: e.Rule.Backend()}, nil
+		def: e.Rule.DefaultValue, nanAsZero: e.Rule.NaNAsZero(), backend: e.Rule.Backend(), tenant: e.Rule.Tenant()}, nil
 }
 
 // whyNoExternal explains a missing external metric from the index. (A
@@ -113,7 +115,7 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 		return nil, err
 	}
 	start := time.Now()
-	q, smps, err := p.query(ctx, t.what(), t.backend, func() (rules.Query, error) {
+	q, smps, err := p.query(promclient.WithTenant(ctx, t.tenant), t.what(), t.backend, func() (rules.Query, error) {
 		return t.render(rules.ExternalRequest{Series: t.series, Namespace: namespace, MetricSelector: metricSelector})
 	})
 	if err != nil {

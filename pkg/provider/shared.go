@@ -361,6 +361,7 @@ func (p *Provider) evaluateShared(ctx context.Context, t *customTarget, req rule
 		return nil, err
 	}
 	start := p.shared.now()
+	ctx = promclient.WithTenant(ctx, t.entry.Rule.Tenant())
 	smps, err := querier.QuerySamples(promclient.WithMaxSampleAge(ctx, q.MaxSampleAge), q.Expr, time.Time{})
 	if err != nil {
 		return nil, err
