@@ -222,7 +222,7 @@ func TestSigV4DefaultChainRefreshes(t *testing.T) {
 
 	s := newSigV4Server(t, secrets)
 	o := NewOptions()
-	o.URL = s.srv.URL
+	o.Default.URL = s.srv.URL
 	o.Cloud.SigV4 = true
 	if errs := o.Validate(); len(errs) > 0 {
 		t.Fatal(errs)

@@ -70,7 +70,7 @@ func TestCompression(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, tc.handle)
 			c := optionsClient(t, f.srv.URL, nil, func(o *Options) {
-				o.Compression = tc.compression
+				o.Default.Compression = tc.compression
 				if tc.modify != nil {
 					tc.modify(o)
 				}
@@ -96,13 +96,13 @@ func TestCompression(t *testing.T) {
 }
 
 func TestCompressionFlag(t *testing.T) {
-	if got := NewOptions().Compression; got != CompressionNone {
+	if got := NewOptions().Default.Compression; got != CompressionNone {
 		t.Errorf("default compression = %q, want %q", got, CompressionNone)
 	}
 	for _, v := range []string{"gzip", "none"} {
 		o := NewOptions()
-		o.URL = "http://prom:9090"
-		o.Compression = v
+		o.Default.URL = "http://prom:9090"
+		o.Default.Compression = v
 		if errs := o.Validate(); len(errs) != 0 {
 			t.Errorf("--prometheus-compression=%s: %v", v, errs)
 		}

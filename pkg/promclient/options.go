@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/common/config"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
 
 	"github.com/promscaler/promscaler/internal/metrics"
 )
@@ -24,8 +23,12 @@ import (
 // additions. Backend turns them into the plain values the client is built
 // from.
 type Options struct {
-	// URL is the base URL of the Prometheus HTTP API.
-	URL string
+	// Default is the default backend as the flags set it: the flags of
+	// its plain values (--prometheus-url, -verb, -timeout, -cache-ttl,
+	// -coalesce-window, -compression, -max-sample-age) write into it, and
+	// Backend completes it from the other options. A flag's value reaches
+	// the client through this Backend and the client's Config only.
+	Default Backend
 	// AuthInCluster authenticates with the pod's service account (token and
 	// cluster CA), as for the Kubernetes API.
 	AuthInCluster bool
@@ -47,17 +50,6 @@ type Options struct {
 	// password file is re-read when it changes.
 	BasicAuthUsername     string
 	BasicAuthPasswordFile string
-	// Verb is GET or POST.
-	Verb string
-	// Timeout bounds each call to Prometheus and is sent as timeout=.
-	Timeout time.Duration
-	// CacheTTL enables a short-lived result cache when positive.
-	CacheTTL time.Duration
-	// CoalesceWindow is Config.CoalesceWindow.
-	CoalesceWindow time.Duration
-	// Compression is the encoding asked of Prometheus' answers:
-	// CompressionNone or CompressionGzip.
-	Compression string
 	// ProxyURL is the HTTP proxy to Prometheus; empty means the
 	// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY).
 	ProxyURL string
@@ -74,10 +66,6 @@ type Options struct {
 	// bound); the backends file's entries take it unless they set
 	// max_waiting.
 	MaxWaiting int
-	// MaxSampleAge makes a sample of the default backend older than it no
-	// value (0: off); the backends file's entries take it unless they set
-	// max_sample_age.
-	MaxSampleAge time.Duration
 	// Cloud is the default backend's cloud authentication (CloudAuth):
 	// the --prometheus-auth-sigv4, --prometheus-auth-azure and
 	// --prometheus-auth-google flags and theirs.
@@ -86,20 +74,18 @@ type Options struct {
 	// (0: no bound); the backends file's entries take it unless they set
 	// max_answer_bytes.
 	MaxAnswerBytes int64
-
-	// inClusterConfig returns the in-cluster config; tests replace it.
-	inClusterConfig func() (*rest.Config, error)
 }
 
 // NewOptions returns the options with prometheus-adapter's defaults.
 func NewOptions() *Options {
 	return &Options{
-		URL:            "https://localhost",
-		Verb:           http.MethodGet,
-		Timeout:        DefaultTimeout,
-		Compression:    CompressionNone,
-		CoalesceWindow: DefaultCoalesceWindow,
-
+		Default: Backend{
+			URL:            "https://localhost",
+			Verb:           http.MethodGet,
+			Timeout:        DefaultTimeout,
+			Compression:    CompressionNone,
+			CoalesceWindow: DefaultCoalesceWindow,
+		},
 		MaxInFlight:     DefaultMaxConcurrent,
 		MaxWaiting:      DefaultMaxWaiting,
 		BreakerFailures: DefaultBreakerFailures,
@@ -108,7 +94,7 @@ func NewOptions() *Options {
 	}
 }
 
-// Values of Options.Compression.
+// Values of Backend.Compression.
 const (
 	// CompressionNone asks for uncompressed answers (no Accept-Encoding):
 	// cheapest in CPU on both sides when the link is fast (in-cluster).
@@ -121,7 +107,7 @@ const (
 
 // AddFlags registers the options' flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.URL, "prometheus-url", o.URL, "URL of the Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics), without /api/v1.")
+	fs.StringVar(&o.Default.URL, "prometheus-url", o.Default.URL, "URL of the Prometheus HTTP API (or Thanos, Mimir, VictoriaMetrics), without /api/v1.")
 	fs.BoolVar(&o.AuthInCluster, "prometheus-auth-incluster", o.AuthInCluster, "Authenticate to Prometheus with the pod's service account token and the cluster CA.")
 	fs.StringVar(&o.AuthConfig, "prometheus-auth-config", o.AuthConfig, "kubeconfig file whose credentials are used to connect to Prometheus (its server address is ignored).")
 	fs.StringVar(&o.CAFile, "prometheus-ca-file", o.CAFile, "CA bundle verifying Prometheus' serving certificate.")
@@ -132,19 +118,19 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BasicAuthUsername, "prometheus-basic-auth-username", o.BasicAuthUsername, "Basic auth user name for Prometheus (with --prometheus-basic-auth-password-file).")
 	fs.StringVar(&o.BasicAuthPasswordFile, "prometheus-basic-auth-password-file", o.BasicAuthPasswordFile, "File holding the basic auth password for Prometheus; re-read when it changes.")
 	fs.StringVar(&o.ProxyURL, "prometheus-proxy-url", o.ProxyURL, "HTTP proxy to reach Prometheus through; empty uses the environment's HTTP_PROXY, HTTPS_PROXY and NO_PROXY.")
-	fs.StringVar(&o.Verb, "prometheus-verb", o.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
-	fs.DurationVar(&o.Timeout, "prometheus-timeout", o.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
-	fs.DurationVar(&o.CacheTTL, "prometheus-cache-ttl", o.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
-	fs.DurationVar(&o.CoalesceWindow, "prometheus-coalesce-window", o.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
+	fs.StringVar(&o.Default.Verb, "prometheus-verb", o.Default.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
+	fs.DurationVar(&o.Default.Timeout, "prometheus-timeout", o.Default.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
+	fs.DurationVar(&o.Default.CacheTTL, "prometheus-cache-ttl", o.Default.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
+	fs.DurationVar(&o.Default.CoalesceWindow, "prometheus-coalesce-window", o.Default.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
 	fs.StringVar(&o.BackendsFile, "backends-config", o.BackendsFile, "File defining more Prometheus-compatible backends (Thanos, Mimir/Cortex tenants, VictoriaMetrics, other Prometheus servers), each with its own URL, TLS, authorization, headers and timeout; a rule names one with its backend: key. The --prometheus-* flags define the backend named default.")
 	fs.IntVar(&o.MaxInFlight, "prometheus-max-in-flight", o.MaxInFlight, "Requests in flight to Prometheus at most; one more is answered 503 at once, so that a stalled Prometheus cannot hold every request slot of the adapter. 0: no bound. A --backends-config entry takes it unless it sets max_in_flight.")
 	fs.IntVar(&o.MaxWaiting, "prometheus-max-waiting", o.MaxWaiting, "Requests waiting on one Prometheus backend's answers at most, every request counted (those sharing one query too): one more waits 1s at most, then it and the next ones are answered 503 at once while the backend answers none, so that a stalled backend holds at most this many request slots of the adapter and of kube-apiserver (where each priority level has few) and the other backends' metrics and discovery keep the rest. 0: no bound. A --backends-config entry takes it unless it sets max_waiting.")
 	fs.IntVar(&o.BreakerFailures, "prometheus-breaker-failures", o.BreakerFailures, "Consecutive timeouts or connection errors after which Prometheus is marked down: its requests are answered 503 at once until a probe request gets an answer. 0: never marked down. A --backends-config entry takes it unless it sets breaker_failures.")
 	fs.DurationVar(&o.BreakerOpen, "prometheus-breaker-open", o.BreakerOpen, "How long Prometheus, once marked down, is not asked before one probe request, and again after each failed probe (never longer: Prometheus is asked again within this time of its return). A --backends-config entry takes it unless it sets breaker_open.")
-	fs.DurationVar(&o.MaxSampleAge, "prometheus-max-sample-age", o.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
+	fs.DurationVar(&o.Default.MaxSampleAge, "prometheus-max-sample-age", o.Default.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
 	o.Cloud.addFlags(fs)
 	fs.Int64Var(&o.MaxAnswerBytes, "prometheus-max-answer-bytes", o.MaxAnswerBytes, "Bytes of one Prometheus answer at most (after decompression); a longer one is refused after that many bytes and its request answered 503 naming this limit, and the answers being read from one backend at once are bounded to 4 times it, so that the adapter's memory stays bounded whatever Prometheus sends (docs/reliability.md). 0: no bound. A --backends-config entry takes it unless it sets max_answer_bytes.")
-	fs.StringVar(&o.Compression, "prometheus-compression", o.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
+	fs.StringVar(&o.Default.Compression, "prometheus-compression", o.Default.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
 // Validate checks every option and returns all the problems found, each
@@ -166,25 +152,25 @@ func (o *Options) Validate() []error {
 func (o *Options) validateRequests() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if u, err := url.Parse(o.URL); err != nil {
+	if u, err := url.Parse(o.Default.URL); err != nil {
 		add("--prometheus-url: %v", redactURLError(err))
 	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		add("--prometheus-url %q: must be an http:// or https:// URL with a host", u.Redacted())
 	}
-	if v := strings.ToUpper(o.Verb); v != http.MethodGet && v != http.MethodPost {
-		add("--prometheus-verb %q: must be GET or POST", o.Verb)
+	if v := strings.ToUpper(o.Default.Verb); v != http.MethodGet && v != http.MethodPost {
+		add("--prometheus-verb %q: must be GET or POST", o.Default.Verb)
 	}
-	if o.Timeout <= 0 {
-		add("--prometheus-timeout %v: must be positive", o.Timeout)
+	if o.Default.Timeout <= 0 {
+		add("--prometheus-timeout %v: must be positive", o.Default.Timeout)
 	}
-	if o.CacheTTL < 0 {
-		add("--prometheus-cache-ttl %v: must not be negative", o.CacheTTL)
+	if o.Default.CacheTTL < 0 {
+		add("--prometheus-cache-ttl %v: must not be negative", o.Default.CacheTTL)
 	}
-	if o.CoalesceWindow < 0 || o.CoalesceWindow > MaxCoalesceWindow {
-		add("--prometheus-coalesce-window %v: must be between 0 and %v", o.CoalesceWindow, MaxCoalesceWindow)
+	if o.Default.CoalesceWindow < 0 || o.Default.CoalesceWindow > MaxCoalesceWindow {
+		add("--prometheus-coalesce-window %v: must be between 0 and %v", o.Default.CoalesceWindow, MaxCoalesceWindow)
 	}
-	if o.Compression != CompressionNone && o.Compression != CompressionGzip {
-		add("--prometheus-compression %q: must be %s or %s", o.Compression, CompressionNone, CompressionGzip)
+	if o.Default.Compression != CompressionNone && o.Default.Compression != CompressionGzip {
+		add("--prometheus-compression %q: must be %s or %s", o.Default.Compression, CompressionNone, CompressionGzip)
 	}
 	if o.MaxInFlight < 0 {
 		add("--prometheus-max-in-flight %d: must not be negative (0: no bound)", o.MaxInFlight)
@@ -195,8 +181,8 @@ func (o *Options) validateRequests() []error {
 	if o.BreakerFailures < 0 {
 		add("--prometheus-breaker-failures %d: must not be negative (0: never marked down)", o.BreakerFailures)
 	}
-	if o.MaxSampleAge < 0 {
-		add("--prometheus-max-sample-age %v: must not be negative (0: off)", o.MaxSampleAge)
+	if o.Default.MaxSampleAge < 0 {
+		add("--prometheus-max-sample-age %v: must not be negative (0: off)", o.Default.MaxSampleAge)
 	}
 	if o.BreakerOpen <= 0 {
 		add("--prometheus-breaker-open %v: must be positive", o.BreakerOpen)
@@ -273,19 +259,11 @@ func (o *Options) validateAuth() []error {
 
 // Backend returns the backend the validated options describe.
 func (o *Options) Backend() (Backend, error) {
-	b := Backend{
-		Name:            DefaultBackendName,
-		URL:             o.URL,
-		HTTP:            config.DefaultHTTPClientConfig,
-		Verb:            strings.ToUpper(o.Verb),
-		Timeout:         o.Timeout,
-		CacheTTL:        o.CacheTTL,
-		CoalesceWindow:  o.CoalesceWindow,
-		Compression:     o.Compression,
-		Guard:           guardLimits(o.MaxInFlight, o.MaxWaiting, o.BreakerFailures, o.BreakerOpen, o.MaxAnswerBytes),
-		MaxSampleAge:    o.MaxSampleAge,
-		inClusterConfig: o.inClusterConfig,
-	}
+	b := o.Default
+	b.Name = DefaultBackendName
+	b.HTTP = config.DefaultHTTPClientConfig
+	b.Verb = strings.ToUpper(b.Verb)
+	b.Guard = guardLimits(o.MaxInFlight, o.MaxWaiting, o.BreakerFailures, o.BreakerOpen, o.MaxAnswerBytes)
 	b.HTTP.ProxyFromEnvironment = true
 	if o.ProxyURL != "" {
 		u, err := url.Parse(o.ProxyURL)

@@ -25,7 +25,7 @@ import (
 func optionsClient(t *testing.T, url string, m *metrics.Metrics, modify func(o *Options)) *Client {
 	t.Helper()
 	o := NewOptions()
-	o.URL = url
+	o.Default.URL = url
 	if modify != nil {
 		modify(o)
 	}
@@ -46,7 +46,7 @@ func optionsClient(t *testing.T, url string, m *metrics.Metrics, modify func(o *
 // inCluster authenticates with a fake in-cluster service account token.
 func inCluster(o *Options) {
 	o.AuthInCluster = true
-	o.inClusterConfig = func() (*rest.Config, error) {
+	o.Default.inClusterConfig = func() (*rest.Config, error) {
 		return &rest.Config{Host: "https://10.0.0.1", BearerToken: "sa-token"}, nil
 	}
 }
@@ -71,7 +71,7 @@ func TestFlagsParseAndDefaults(t *testing.T) {
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Errorf("Validate: %v", errs)
 	}
-	if d := NewOptions(); d.URL != "https://localhost" || d.Verb != http.MethodGet || d.Timeout != DefaultTimeout || d.CacheTTL != 0 || d.CoalesceWindow != DefaultCoalesceWindow {
+	if d := NewOptions(); d.Default.URL != "https://localhost" || d.Default.Verb != http.MethodGet || d.Default.Timeout != DefaultTimeout || d.Default.CacheTTL != 0 || d.Default.CoalesceWindow != DefaultCoalesceWindow {
 		t.Errorf("defaults = %+v", d)
 	}
 }
@@ -130,12 +130,12 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{
 			name: "everything wrong at once",
 			modify: func(o *Options) {
-				o.URL = "ftp://prom"
-				o.Verb = "PUT"
-				o.Timeout = 0
-				o.CacheTTL = -time.Second
-				o.CoalesceWindow = 2 * time.Second
-				o.Compression = "zstd"
+				o.Default.URL = "ftp://prom"
+				o.Default.Verb = "PUT"
+				o.Default.Timeout = 0
+				o.Default.CacheTTL = -time.Second
+				o.Default.CoalesceWindow = 2 * time.Second
+				o.Default.Compression = "zstd"
 				o.AuthInCluster = true
 				o.AuthConfig = missing
 				o.CAFile = notPEM
@@ -162,12 +162,12 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		},
 		{
 			name:   "negative coalesce window",
-			modify: func(o *Options) { o.CoalesceWindow = -time.Millisecond },
+			modify: func(o *Options) { o.Default.CoalesceWindow = -time.Millisecond },
 			want:   []string{"--prometheus-coalesce-window -1ms: must be between 0 and 1s"},
 		},
 		{
 			name:   "URL without host",
-			modify: func(o *Options) { o.URL = "http:///api" },
+			modify: func(o *Options) { o.Default.URL = "http:///api" },
 			want:   []string{"--prometheus-url"},
 		},
 		{
@@ -313,7 +313,7 @@ func TestTokenRotation(t *testing.T) {
 func TestNewClientPassesArrivalTime(t *testing.T) {
 	f := newFakeProm(t, nil)
 	o := NewOptions()
-	o.URL = f.srv.URL
+	o.Default.URL = f.srv.URL
 	b, err := o.Backend()
 	if err != nil {
 		t.Fatal(err)

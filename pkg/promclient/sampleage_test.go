@@ -96,8 +96,8 @@ func TestMaxSampleAgeIsPartOfTheKey(t *testing.T) {
 // gauge reports it.
 func TestMaxSampleAgeConfig(t *testing.T) {
 	o := NewOptions()
-	o.URL = "http://prom:9090"
-	o.MaxSampleAge = 2 * time.Minute
+	o.Default.URL = "http://prom:9090"
+	o.Default.MaxSampleAge = 2 * time.Minute
 	def, err := o.Backend()
 	if err != nil {
 		t.Fatal(err)

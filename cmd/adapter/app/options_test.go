@@ -224,7 +224,7 @@ func TestFlagsKeepPrometheusAdapterArgs(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("prometheus-adapter args rejected: %v", err)
 	}
-	if o.Discovery.MaxAge != 5*time.Minute || o.Discovery.Interval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Verb != "POST" {
+	if o.Discovery.MaxAge != 5*time.Minute || o.Discovery.Interval != time.Minute || !o.DisableHTTP2 || o.Prometheus.Default.Verb != "POST" {
 		t.Errorf("parsed %+v", o)
 	}
 }
@@ -290,7 +290,7 @@ func TestCommunityChartArgv(t *testing.T) {
 			got := parsed{
 				Port: ss.BindPort, CertDir: ss.ServerCert.CertDirectory,
 				Cert: ss.ServerCert.CertKey.CertFile, Key: ss.ServerCert.CertKey.KeyFile,
-				PrometheusURL: o.Prometheus.URL, Relist: o.Discovery.Interval, Config: strings.Join(o.ConfigFiles, ","),
+				PrometheusURL: o.Prometheus.Default.URL, Relist: o.Discovery.Interval, Config: strings.Join(o.ConfigFiles, ","),
 				V: o.flags.Lookup("v").Value.String(), LogToStderr: o.flags.Lookup("logtostderr").Value.String(),
 				Flush: o.flags.Lookup("log-flush-frequency").Value.String(),
 			}
