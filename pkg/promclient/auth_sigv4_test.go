@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // awsIsolated keeps the AWS default chain off this machine's files, the
@@ -108,7 +109,7 @@ type sigV4Check struct {
 // sigV4Server is a fake Amazon Managed Service for Prometheus: it checks
 // each request's SigV4 signature with the secret of its access key.
 type sigV4Server struct {
-	srv     *httptest.Server
+	srv     *promtest.Server
 	secrets map[string]string
 	mu      sync.Mutex
 	checks  []sigV4Check
@@ -116,14 +117,14 @@ type sigV4Server struct {
 
 func newSigV4Server(t *testing.T, secrets map[string]string) *sigV4Server {
 	s := &sigV4Server{secrets: secrets}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = promtest.New(nil)
+	s.srv.Handle(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		s.checks = append(s.checks, s.check(r, body))
 		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, vectorBody)
-	}))
+		answerVector(w, r)
+	})
 	t.Cleanup(s.srv.Close)
 	return s
 }

@@ -25,8 +25,8 @@ func TestClientMetricsCarryBackend(t *testing.T) {
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 	})
 	m := metrics.New()
-	def := newTestClient(t, Config{Address: up.srv.URL, Metrics: m})
-	mimir := newTestClient(t, Config{Backend: "mimir", Address: down.srv.URL, Metrics: m})
+	def := newTestClient(t, Config{Address: up.URL, Metrics: m})
+	mimir := newTestClient(t, Config{Backend: "mimir", Address: down.URL, Metrics: m})
 	if def.Backend() != DefaultBackendName || mimir.Backend() != "mimir" {
 		t.Fatalf("Backend() = %q, %q", def.Backend(), mimir.Backend())
 	}
@@ -277,7 +277,7 @@ func TestBackendFromFileSendsItsHeaders(t *testing.T) {
 	f := newFakeProm(t, nil)
 	bs, err := ParseBackends([]byte(`backends:
 - name: mimir
-  url: `+f.srv.URL+`
+  url: `+f.URL+`
   headers: {X-Scope-OrgID: team-a}
   authorization: {credentials_file: `+dir+`/token}
 `), "b.yaml", Backend{})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -16,16 +15,14 @@ import (
 )
 
 // benchServer answers every query with a two-sample vector.
-func benchServer(b *testing.B) *httptest.Server {
+func benchServer(b *testing.B) *fakeProm {
 	b.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return newFakeProm(b, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[`+
 			`{"metric":{"namespace":"default","pod":"a"},"value":[1700000000,"0.5"]},`+
 			`{"metric":{"namespace":"default","pod":"b"},"value":[1700000000,"1.5"]}]}}`)
-	}))
-	b.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 // benchClient is a client of the Prometheus at url, for benchmarks.
@@ -103,18 +100,17 @@ func BenchmarkCoalescingGroupLanded(b *testing.B) {
 	}
 }
 
-// BenchmarkQueryPath is one instant query of n samples from an httptest
+// BenchmarkQueryPath is one instant query of n samples from the fake
 // Prometheus, through the client's request path and decoding: the
 // streaming decoder (Client.QuerySamples) against client_golang's v1 Query
 // and toVector (what the client did before), on the same client.
 func BenchmarkQueryPath(b *testing.B) {
 	for _, n := range []int{100, 5000} {
 		body := benchAnswer(n)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := newFakeProm(b, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write(body)
-		}))
-		b.Cleanup(srv.Close)
+		})
 		c := benchClient(b, srv.URL)
 		paths := []struct {
 			name  string

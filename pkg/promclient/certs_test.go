@@ -12,11 +12,12 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // testCA signs client certificates for the mTLS test.
@@ -86,12 +87,13 @@ func TestMutualTLSAndClientCertRotation(t *testing.T) {
 
 	var mu sync.Mutex
 	var seen []string
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := promtest.NewUnstarted(nil)
+	srv.Handle(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.TLS.PeerCertificates[0].Subject.CommonName)
 		mu.Unlock()
 		io.WriteString(w, vectorBody)
-	}))
+	})
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	srv.Config.SetKeepAlivesEnabled(false) // a handshake per request
 	srv.StartTLS()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,27 +22,18 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/truncate"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// recorded is what the fake Prometheus saw of one request.
-type recorded struct {
-	Method string
-	Path   string
-	Args   url.Values
-	Header http.Header
-}
-
-// fakeProm is an httptest Prometheus answering with a fixed body.
+// fakeProm is the project's fake Prometheus (test/promtest), answering
+// every request with its handler: these tests check what the client sends
+// and how it reads any answer.
 type fakeProm struct {
-	t      *testing.T
-	srv    *httptest.Server
-	mu     sync.Mutex
-	reqs   []recorded
-	handle func(w http.ResponseWriter, r *http.Request)
+	*promtest.Server
 }
 
 const vectorBody = `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a"},"value":[1700000000,"0.5"]}]}}`
@@ -51,33 +41,26 @@ const vectorBody = `{"status":"success","data":{"resultType":"vector","result":[
 // vectorSamples is vectorBody's vector.
 var vectorSamples = Samples{{Labels: Labels{{"pod", "a"}}, Value: 0.5, Timestamp: 1700000000000}}
 
-func newFakeProm(t *testing.T, handle func(w http.ResponseWriter, r *http.Request)) *fakeProm {
+// answerVector answers vectorBody.
+func answerVector(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, vectorBody)
+}
+
+// newFakeProm starts a fake Prometheus answering with handle (nil:
+// vectorBody), closed when the test ends.
+func newFakeProm(t testing.TB, handle http.HandlerFunc) *fakeProm {
 	t.Helper()
-	f := &fakeProm{t: t, handle: handle}
-	if f.handle == nil {
-		f.handle = func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, vectorBody)
-		}
+	if handle == nil {
+		handle = answerVector
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil {
-			t.Errorf("parsing form: %v", err)
-		}
-		f.mu.Lock()
-		f.reqs = append(f.reqs, recorded{Method: r.Method, Path: r.URL.Path, Args: r.Form, Header: r.Header.Clone()})
-		f.mu.Unlock()
-		f.handle(w, r)
-	}))
-	t.Cleanup(f.srv.Close)
+	f := &fakeProm{promtest.New(nil)}
+	f.Handle(handle)
+	t.Cleanup(f.Close)
 	return f
 }
 
-func (f *fakeProm) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.reqs...)
-}
+func (f *fakeProm) requests() []promtest.Request { return f.Requests() }
 
 func newTestClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
@@ -110,7 +93,7 @@ func TestQueryMethodAndTimeoutParam(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, nil)
-			c := newTestClient(t, Config{Address: f.srv.URL + "/prefix", Verb: tc.verb, Timeout: tc.timeout})
+			c := newTestClient(t, Config{Address: f.URL + "/prefix", Verb: tc.verb, Timeout: tc.timeout})
 			got, err := c.QuerySamples(context.Background(), tc.query, time.Time{})
 			if err != nil {
 				t.Fatalf("Query: %v", err)
@@ -129,14 +112,14 @@ func TestQueryMethodAndTimeoutParam(t *testing.T) {
 			if r.Path != "/prefix/api/v1/query" {
 				t.Errorf("path = %s", r.Path)
 			}
-			if got := r.Args.Get("timeout"); got != tc.wantTimeout {
+			if got := r.Form.Get("timeout"); got != tc.wantTimeout {
 				t.Errorf("timeout= %q, want %q", got, tc.wantTimeout)
 			}
-			if got := r.Args.Get("query"); got != tc.query {
+			if got := r.Form.Get("query"); got != tc.query {
 				t.Errorf("query= %q, want the query", truncate.String(got, 50))
 			}
-			if r.Args.Has("time") {
-				t.Errorf("time= sent for a zero ts: %q", r.Args.Get("time"))
+			if r.Form.Has("time") {
+				t.Errorf("time= sent for a zero ts: %q", r.Form.Get("time"))
 			}
 		})
 	}
@@ -146,7 +129,7 @@ func TestQueryAtTimeAndScalar(t *testing.T) {
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"42"]}}`)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL})
+	c := newTestClient(t, Config{Address: f.URL})
 	ts := time.Unix(1700000000, 500_000_000)
 	got, err := c.QuerySamples(context.Background(), "scalar(x)", ts)
 	if err != nil {
@@ -156,7 +139,7 @@ func TestQueryAtTimeAndScalar(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
-	if got := f.requests()[0].Args.Get("time"); got != "1700000000.5" {
+	if got := f.requests()[0].Form.Get("time"); got != "1700000000.5" {
 		t.Errorf("time= %q, want 1700000000.5", got)
 	}
 }
@@ -169,7 +152,7 @@ func TestScalarAnswerToVectorQuery(t *testing.T) {
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"status":"success","data":{"resultType":"scalar","result":[1700000000,"42"]}}`)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL})
+	c := newTestClient(t, Config{Address: f.URL})
 	for _, tc := range []struct {
 		query   string
 		refused bool
@@ -219,7 +202,7 @@ func TestSeriesAndLabels(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL})
+	c := newTestClient(t, Config{Address: f.URL})
 	ctx := context.Background()
 	start, end := time.Unix(1000, 0), time.Unix(2000, 0)
 
@@ -246,13 +229,13 @@ func TestSeriesAndLabels(t *testing.T) {
 	}
 
 	reqs := f.requests()
-	if diff := cmp.Diff([]string{`{__name__=~"up|down"}`, "kube_pod_info"}, reqs[0].Args["match[]"]); diff != "" {
+	if diff := cmp.Diff([]string{`{__name__=~"up|down"}`, "kube_pod_info"}, reqs[0].Form["match[]"]); diff != "" {
 		t.Errorf("series match[] (-want +got):\n%s", diff)
 	}
-	if reqs[0].Args.Get("start") != "1000" || reqs[0].Args.Get("end") != "2000" {
-		t.Errorf("series start/end = %q/%q", reqs[0].Args.Get("start"), reqs[0].Args.Get("end"))
+	if reqs[0].Form.Get("start") != "1000" || reqs[0].Form.Get("end") != "2000" {
+		t.Errorf("series start/end = %q/%q", reqs[0].Form.Get("start"), reqs[0].Form.Get("end"))
 	}
-	if reqs[0].Args.Has("timeout") {
+	if reqs[0].Form.Has("timeout") {
 		t.Errorf("timeout= sent to the series endpoint")
 	}
 	if reqs[0].Method != http.MethodGet {
@@ -295,7 +278,7 @@ func TestErrors(t *testing.T) {
 			tokenFile := filepath.Join(t.TempDir(), "token")
 			writeFile(t, tokenFile, secret)
 			m := metrics.New()
-			c := optionsClient(t, f.srv.URL, m, func(o *Options) { o.TokenFile = tokenFile })
+			c := optionsClient(t, f.URL, m, func(o *Options) { o.TokenFile = tokenFile })
 			_, err := c.QuerySamples(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
 			var pe *Error
 			if !errors.As(err, &pe) {
@@ -325,7 +308,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestNetworkErrorHidesCredentialsInURL(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
+	srv := promtest.New(nil)
 	addr := srv.URL
 	srv.Close() // nothing listens there any more
 	u, _ := url.Parse(addr)
@@ -356,7 +339,7 @@ func TestHangingServerFailsWithinTimeout(t *testing.T) {
 	})
 	defer close(release)
 	m := metrics.New()
-	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: 200 * time.Millisecond, Metrics: m})
+	c := newTestClient(t, Config{Address: f.URL, Timeout: 200 * time.Millisecond, Metrics: m})
 
 	done := make(chan error, 1)
 	go func() {
@@ -376,7 +359,7 @@ func TestHangingServerFailsWithinTimeout(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Outcome != metrics.PromOutcomeTimeout {
 		t.Errorf("error %v is not a timeout *promclient.Error", err)
 	}
-	if got := f.requests()[0].Args.Get("timeout"); got != "200ms" {
+	if got := f.requests()[0].Form.Get("timeout"); got != "200ms" {
 		t.Errorf("timeout= %q, want 200ms", got)
 	}
 	if got := histogramCount(t, m, metrics.EndpointQuery, metrics.PromOutcomeTimeout); got != 1 {
@@ -393,7 +376,7 @@ func TestCallerDeadlineIsHonoured(t *testing.T) {
 		}
 	})
 	defer close(release)
-	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: time.Hour})
+	c := newTestClient(t, Config{Address: f.URL, Timeout: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := c.Series(ctx, []string{"up"}, time.Time{}, time.Time{})
@@ -412,7 +395,7 @@ func TestCoalescing(t *testing.T) {
 		io.WriteString(w, vectorBody)
 	})
 	m := metrics.New()
-	c := newTestClient(t, Config{Address: f.srv.URL, Metrics: m})
+	c := newTestClient(t, Config{Address: f.URL, Metrics: m})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -461,7 +444,7 @@ func TestLastWaiterLeavingCancelsRequest(t *testing.T) {
 		<-r.Context().Done()
 		close(canceled)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: time.Hour})
+	c := newTestClient(t, Config{Address: f.URL, Timeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -488,7 +471,7 @@ func TestResultCache(t *testing.T) {
 	})
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	m := metrics.New()
-	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: 2 * time.Second, Clock: clk, Metrics: m})
+	c := newTestClient(t, Config{Address: f.URL, CacheTTL: 2 * time.Second, Clock: clk, Metrics: m})
 	ctx := context.Background()
 	for range 3 {
 		if _, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil {
@@ -510,7 +493,7 @@ func TestResultCache(t *testing.T) {
 	}
 
 	// Off by default: every call asks Prometheus.
-	c2 := newTestClient(t, Config{Address: f.srv.URL, Clock: clk})
+	c2 := newTestClient(t, Config{Address: f.URL, Clock: clk})
 	for range 2 {
 		if _, err := c2.QuerySamples(ctx, "up", time.Time{}); err != nil {
 			t.Fatal(err)
@@ -530,7 +513,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 		}
 		io.WriteString(w, vectorBody)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: time.Hour})
+	c := newTestClient(t, Config{Address: f.URL, CacheTTL: time.Hour})
 	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err == nil {
 		t.Fatal("first query: want the 500 error")
 	}
@@ -562,7 +545,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 func TestWithTimeout(t *testing.T) {
 	f := newFakeProm(t, nil)
-	c := newTestClient(t, Config{Address: f.srv.URL, Timeout: 5 * time.Second})
+	c := newTestClient(t, Config{Address: f.URL, Timeout: 5 * time.Second})
 	long := c.WithTimeout(2 * time.Minute)
 	if c.Timeout() != 5*time.Second || long.Timeout() != 2*time.Minute {
 		t.Fatalf("timeouts %v/%v", c.Timeout(), long.Timeout())
@@ -570,7 +553,7 @@ func TestWithTimeout(t *testing.T) {
 	if _, err := long.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0].Args.Get("timeout"); got != "120s" {
+	if got := f.requests()[0].Form.Get("timeout"); got != "120s" {
 		t.Errorf("timeout= %q, want 120s", got)
 	}
 }
@@ -641,7 +624,7 @@ func TestQueryResultsOutliveTheBodyBuffer(t *testing.T) {
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		answers[r.FormValue("query")](w)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL})
+	c := newTestClient(t, Config{Address: f.URL})
 	ctx := context.Background()
 
 	smps, err := c.QuerySamples(ctx, "vector", time.Time{})

@@ -267,7 +267,7 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 		io.WriteString(w, vectorBody)
 	})
 	m := metrics.New()
-	c := newTestClient(t, Config{Address: f.srv.URL, Metrics: m, Clock: clk, ArrivalTime: request.ReceivedTimestampFrom})
+	c := newTestClient(t, Config{Address: f.URL, Metrics: m, Clock: clk, ArrivalTime: request.ReceivedTimestampFrom})
 
 	wave := func(arrival func(i int) time.Time) {
 		t.Helper()
@@ -356,7 +356,7 @@ func TestLandedResultsOnlyForNowQueries(t *testing.T) {
 				}
 				io.WriteString(w, vectorBody)
 			})
-			c := newTestClient(t, Config{Address: f.srv.URL, Clock: clk, ArrivalTime: tc.arrival})
+			c := newTestClient(t, Config{Address: f.URL, Clock: clk, ArrivalTime: tc.arrival})
 			for i := range 2 {
 				if err := tc.call(c); err != nil {
 					t.Fatalf("call %d: %v", i, err)
@@ -380,7 +380,7 @@ func TestLandedResultsShareAcrossTimeoutsOnlyPerKey(t *testing.T) {
 		clk.SetTime(clk.Now().Add(time.Millisecond))
 		io.WriteString(w, vectorBody)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL, Clock: clk,
+	c := newTestClient(t, Config{Address: f.URL, Clock: clk,
 		ArrivalTime: func(context.Context) (time.Time, bool) { return t0, true }})
 	for i, cl := range []*Client{c, c.WithTimeout(time.Minute), c, c.WithTimeout(time.Minute)} {
 		if _, err := cl.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
@@ -671,7 +671,7 @@ func TestRequestLogSaysHowOldTheRequestWas(t *testing.T) {
 
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, vectorBody) })
 	arrived := time.Now().Add(-3 * time.Second)
-	c := newTestClient(t, Config{Address: f.srv.URL, ArrivalTime: request.ReceivedTimestampFrom})
+	c := newTestClient(t, Config{Address: f.URL, ArrivalTime: request.ReceivedTimestampFrom})
 	ctx := request.WithReceivedTimestamp(context.Background(), arrived)
 	if _, err := c.QuerySamples(ctx, "sum(up)", time.Time{}); err != nil {
 		t.Fatal(err)
@@ -737,7 +737,7 @@ func TestCallRecordsTheWaitForServerTiming(t *testing.T) {
 		time.Sleep(delay)
 		io.WriteString(w, vectorBody)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL})
+	c := newTestClient(t, Config{Address: f.URL})
 
 	var first, joined servertiming.Recorder
 	var wg sync.WaitGroup

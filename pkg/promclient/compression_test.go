@@ -69,7 +69,7 @@ func TestCompression(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, tc.handle)
-			c := optionsClient(t, f.srv.URL, nil, func(o *Options) {
+			c := optionsClient(t, f.URL, nil, func(o *Options) {
 				o.Default.Compression = tc.compression
 				if tc.modify != nil {
 					tc.modify(o)

@@ -472,7 +472,7 @@ func TestQueryFallsBackToGET(t *testing.T) {
 		}
 		io.WriteString(w, vectorBody)
 	})
-	c := newTestClient(t, Config{Address: f.srv.URL + "/p?tenant=a", Verb: http.MethodPost, Timeout: 5 * time.Second})
+	c := newTestClient(t, Config{Address: f.URL + "/p?tenant=a", Verb: http.MethodPost, Timeout: 5 * time.Second})
 	got, err := c.QuerySamples(context.Background(), "up", time.Unix(1700000000, 0))
 	if err != nil {
 		t.Fatalf("Query: %v", err)
@@ -484,9 +484,9 @@ func TestQueryFallsBackToGET(t *testing.T) {
 	var methods []string
 	for _, r := range reqs {
 		methods = append(methods, r.Method)
-		if r.Path != "/p/api/v1/query" || r.Args.Get("query") != "up" || r.Args.Get("time") != "1700000000" ||
-			r.Args.Get("timeout") != "5s" || r.Args.Get("tenant") != "a" {
-			t.Errorf("request %s %s %v", r.Method, r.Path, r.Args)
+		if r.Path != "/p/api/v1/query" || r.Form.Get("query") != "up" || r.Form.Get("time") != "1700000000" ||
+			r.Form.Get("timeout") != "5s" || r.Form.Get("tenant") != "a" {
+			t.Errorf("request %s %s %v", r.Method, r.Path, r.Form)
 		}
 	}
 	if diff := cmp.Diff([]string{http.MethodPost, http.MethodGet}, methods); diff != "" {

@@ -2,9 +2,7 @@ package promclient
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,7 +245,7 @@ func TestAuthHeaders(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t, nil)
-			c := optionsClient(t, f.srv.URL, nil, tc.modify)
+			c := optionsClient(t, f.URL, nil, tc.modify)
 			if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 				t.Fatalf("Query: %v", err)
 			}
@@ -273,7 +271,7 @@ func TestTokenRotation(t *testing.T) {
 		}
 		w.Write([]byte(vectorBody))
 	})
-	c := optionsClient(t, f.srv.URL, nil, func(o *Options) { o.TokenFile = tok })
+	c := optionsClient(t, f.URL, nil, func(o *Options) { o.TokenFile = tok })
 	ctx := context.Background()
 	lastAuth := func() string {
 		reqs := f.requests()
@@ -313,7 +311,7 @@ func TestTokenRotation(t *testing.T) {
 func TestNewClientPassesArrivalTime(t *testing.T) {
 	f := newFakeProm(t, nil)
 	o := NewOptions()
-	o.Default.URL = f.srv.URL
+	o.Default.URL = f.URL
 	b, err := o.Backend()
 	if err != nil {
 		t.Fatal(err)
@@ -338,14 +336,13 @@ func TestNewClientPassesArrivalTime(t *testing.T) {
 func TestProxyURL(t *testing.T) {
 	var mu sync.Mutex
 	var proxied []string
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The fake Prometheus stands as the proxy, answering for Prometheus.
+	proxy := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		proxied = append(proxied, r.URL.Host+r.URL.Path)
 		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, vectorBody)
-	}))
-	t.Cleanup(proxy.Close)
+		answerVector(w, r)
+	})
 	c := optionsClient(t, "http://prometheus.monitoring.svc:9090", nil, func(o *Options) { o.ProxyURL = proxy.URL })
 	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
 		t.Fatalf("Query: %v", err)

@@ -42,7 +42,7 @@ func TestMaxSampleAge(t *testing.T) {
 				io.WriteString(w, body)
 			})
 			m := metrics.New()
-			c := newTestClient(t, Config{Address: f.srv.URL, Metrics: m, MaxSampleAge: tc.backendAge, Clock: clocktesting.NewFakePassiveClock(now)})
+			c := newTestClient(t, Config{Address: f.URL, Metrics: m, MaxSampleAge: tc.backendAge, Clock: clocktesting.NewFakePassiveClock(now)})
 			smps, err := c.QuerySamples(WithMaxSampleAge(context.Background(), tc.callAge), "q", time.Time{})
 			if err != nil {
 				t.Fatal(err)
@@ -55,14 +55,14 @@ func TestMaxSampleAge(t *testing.T) {
 			if d := cmp.Diff(tc.wantPods, pods); d != "" {
 				t.Errorf("samples (-want +got):\n%s", d)
 			}
-			if got := f.requests()[0].Args.Get("lookback_delta"); got != tc.wantLookbac {
+			if got := f.requests()[0].Form.Get("lookback_delta"); got != tc.wantLookbac {
 				t.Errorf("lookback_delta=%q, want %q", got, tc.wantLookbac)
 			}
 			wantMax := ""
 			if tc.wantLookbac != "" {
 				wantMax = tc.wantLookbac + "000ms"
 			}
-			if got := f.requests()[0].Args.Get("max_lookback"); got != wantMax {
+			if got := f.requests()[0].Form.Get("max_lookback"); got != wantMax {
 				t.Errorf("max_lookback=%q, want %q", got, wantMax)
 			}
 			if got := testutil.ToFloat64(m.StaleSamplesDropped.WithLabelValues(DefaultBackendName)); got != tc.wantDropped {
@@ -76,7 +76,7 @@ func TestMaxSampleAge(t *testing.T) {
 // coalesced nor cached with it.
 func TestMaxSampleAgeIsPartOfTheKey(t *testing.T) {
 	f := newFakeProm(t, nil)
-	c := newTestClient(t, Config{Address: f.srv.URL, CacheTTL: time.Minute})
+	c := newTestClient(t, Config{Address: f.URL, CacheTTL: time.Minute})
 	ctx := context.Background()
 	for _, age := range []time.Duration{0, time.Minute, time.Minute, 0} {
 		if _, err := c.QuerySamples(WithMaxSampleAge(ctx, age), "q", time.Time{}); err != nil {
@@ -85,7 +85,7 @@ func TestMaxSampleAgeIsPartOfTheKey(t *testing.T) {
 	}
 	var got []string
 	for _, r := range f.requests() {
-		got = append(got, r.Args.Get("lookback_delta"))
+		got = append(got, r.Form.Get("lookback_delta"))
 	}
 	if d := cmp.Diff([]string{"", "60"}, got); d != "" {
 		t.Errorf("lookback_delta of the requests sent (-want +got):\n%s", d)

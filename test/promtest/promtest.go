@@ -8,16 +8,22 @@
 // last_over_time(SELECTOR[d])) the way Prometheus does. Instant queries
 // can also be answered with a fixed vector per query (Answer) or by a
 // function of the query (HandleQuery); requests can be held (Hold) to
-// test coalescing and timeouts, made to fail (Fail), and are recorded
-// (Queries, Calls).
+// test coalescing and timeouts, made to fail or hang (Fail), and are
+// recorded (Queries, Calls, Requests). A test of the HTTP client itself
+// (methods, headers, bodies, broken answers) answers every request with
+// its own handler (Handle) and still gets the recording, holding and
+// failures.
 package promtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -68,8 +74,20 @@ type Server struct {
 	dropName bool
 	answers  map[string]model.Vector
 	handle   func(query string) (int, string)
+	handler  http.HandlerFunc // when set, answers every request
+	requests []Request
 	gate     chan struct{} // when set, every request waits for it to close
 	arrived  chan struct{} // when set, receives once per request
+}
+
+// Request is what the server saw of one request.
+type Request struct {
+	Method string
+	Path   string
+	// Form holds the URL query and, for a form POST, the body's fields.
+	Form   url.Values
+	Header http.Header
+	Body   []byte
 }
 
 // Failure makes an endpoint answer an error.
@@ -82,6 +100,9 @@ type Failure struct {
 	// Match, when set, restricts the failure to requests whose query or
 	// match[] contains it.
 	Match string
+	// Hang, instead of an answer, holds the request until its client
+	// gives up.
+	Hang bool
 }
 
 // Endpoint names used by Calls and Fail.
@@ -94,8 +115,16 @@ const (
 
 // New starts a fake Prometheus serving series. Close it when done.
 func New(series []model.LabelSet) *Server {
+	s := NewUnstarted(series)
+	s.Start()
+	return s
+}
+
+// NewUnstarted returns a fake Prometheus not started yet: set its TLS or
+// Config, then call Start or StartTLS.
+func NewUnstarted(series []model.LabelSet) *Server {
 	s := &Server{series: series, calls: map[string]int{}, failures: map[string]Failure{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -136,6 +165,22 @@ func (s *Server) HandleQuery(f func(query string) (status int, body string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handle = f
+}
+
+// Handle makes h answer every request, on any path, after it is recorded,
+// held (Hold) and failed (Fail) as the others; nil restores the
+// series-based answers. h may read the request's body again.
+func (s *Server) Handle(h http.HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handler = h
+}
+
+// Requests returns the requests received, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
 }
 
 // Hold makes every later request wait until release is called (or its
@@ -182,26 +227,28 @@ func (s *Server) Matches() []string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		err = r.ParseForm()
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for a handler
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	endpoint := endpointOf(r.URL.Path)
-	if endpoint == "" {
-		http.NotFound(w, r)
-		return
-	}
 	s.mu.Lock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Form: maps.Clone(r.Form), Header: r.Header.Clone(), Body: body})
 	s.calls[endpoint]++
 	if endpoint == Query {
 		s.queries = append(s.queries, r.Form.Get("query"))
 	}
 	s.matches = append(s.matches, r.Form["match[]"]...)
 	f, failing := s.failures[endpoint]
-	series := s.series
-	dropName := s.dropName
+	series, dropName := s.series, s.dropName
 	answer, answered := s.answers[r.Form.Get("query")]
-	handle, gate, arrived := s.handle, s.gate, s.arrived
+	handler, handle, gate, arrived := s.handler, s.handle, s.gate, s.arrived
 	s.mu.Unlock()
 	if arrived != nil {
 		arrived <- struct{}{}
@@ -213,22 +260,41 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if handle != nil && endpoint == Query {
+	failing = failing && (f.Match == "" || strings.Contains(r.Form.Get("query")+strings.Join(r.Form["match[]"], ","), f.Match))
+	switch {
+	case failing:
+		fail(w, r, f)
+	case handler != nil:
+		handler(w, r)
+	case endpoint == "":
+		http.NotFound(w, r)
+	case handle != nil && endpoint == Query:
 		code, body := handle(r.Form.Get("query"))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		_, _ = w.Write([]byte(body))
-		return
+	case endpoint == Query && answered:
+		writeData(w, map[string]any{"resultType": "vector", "result": answer})
+	default:
+		answerSeries(w, r, endpoint, series, dropName)
 	}
-	if failing && (f.Match == "" || strings.Contains(r.Form.Get("query")+strings.Join(r.Form["match[]"], ","), f.Match)) {
-		if f.Body != "" {
-			w.WriteHeader(f.Status)
-			_, _ = w.Write([]byte(f.Body))
-			return
-		}
+}
+
+// fail answers a request as f says.
+func fail(w http.ResponseWriter, r *http.Request, f Failure) {
+	switch {
+	case f.Hang:
+		<-r.Context().Done()
+	case f.Body != "":
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(f.Body))
+	default:
 		writeError(w, f.Status, "injected failure")
-		return
 	}
+}
+
+// answerSeries answers a request to endpoint from the series.
+func answerSeries(w http.ResponseWriter, r *http.Request, endpoint string, series []model.LabelSet, dropName bool) {
 	switch endpoint {
 	case Series:
 		out, err := selectAll(series, r.Form["match[]"])
@@ -240,10 +306,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case Labels, LabelValues:
 		answerLabels(w, r, endpoint, series)
 	case Query:
-		if answered {
-			writeData(w, map[string]any{"resultType": "vector", "result": answer})
-			return
-		}
 		res, err := groupedQuery(series, r.Form.Get("query"), dropName)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
