@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // arrivalProvider runs the same "now" query twice per metric request with
@@ -58,13 +57,11 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a full API server")
 	}
-	var served atomic.Int32
-	promSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
-	}))
+	promSrv := promtest.New(nil)
 	defer promSrv.Close()
+	promSrv.HandleQuery(func(string) (int, string) {
+		return http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[]}}`
+	})
 	p := &arrivalProvider{}
 	factory := func(deps ProviderDeps) (*Providers, error) {
 		if deps.Backends == nil {
@@ -102,7 +99,7 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 			t.Errorf("arrival time %v outside the requests' span [%v, %v]", a, start, end)
 		}
 	}
-	if got := served.Load(); got != 2 {
+	if got := len(promSrv.Requests()); got != 2 {
 		t.Errorf("Prometheus served %d queries for 2 requests querying twice each, want 2", got)
 	}
 	ts.stop()

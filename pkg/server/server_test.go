@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -620,20 +618,7 @@ func TestServerPrometheusFaults(t *testing.T) {
 	for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
 		fake.Fail(ep, down)
 	}
-	// A proxy in front of the fake that can be told to hang value queries.
-	var hang atomic.Bool
-	target, _ := url.Parse(fake.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hang.Load() && r.URL.Path == "/api/v1/query" {
-			<-r.Context().Done()
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
-
-	ts := startTestServer(t, testRules, DefaultProviders, front.URL, func(c *Config) { c.Backends[0].Timeout = 300 * time.Millisecond })
+	ts := startTestServer(t, testRules, DefaultProviders, fake.URL, func(c *Config) { c.Backends[0].Timeout = 300 * time.Millisecond })
 	ts.waitUntil("/readyz to report discovery failing", func() bool {
 		code, body := ts.get("/readyz?verbose")
 		return code == http.StatusInternalServerError && strings.Contains(body, "[-]discovery failed") ||
@@ -652,12 +637,13 @@ func TestServerPrometheusFaults(t *testing.T) {
 		return code == http.StatusOK
 	})
 
-	hang.Store(true)
+	// Value queries hang.
+	fake.Fail(promtest.Query, promtest.Failure{Hang: true})
 	code, body := ts.get(path)
 	if code != http.StatusServiceUnavailable {
 		t.Errorf("with Prometheus hanging GET %s = %d %s; want 503 after the timeout", path, code, truncateForLog(body))
 	}
-	hang.Store(false)
+	fake.Fail(promtest.Query, promtest.Failure{})
 
 	ts.stop()
 }
