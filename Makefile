@@ -14,7 +14,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X github.com/promscaler/promscaler/internal/version.version=$(VERSION) -X github.com/promscaler/promscaler/internal/version.revision=$(REVISION)
 export VERSION REVISION
 
-.PHONY: all build unit test e2e e2e-keda tools verify fuzz bench chaos soak demo up down manifests image clean diff-upstream
+.PHONY: all build unit test e2e e2e-keda e2e-engines tools verify fuzz bench chaos soak demo up down manifests image clean diff-upstream
 
 all: build
 
@@ -41,6 +41,14 @@ e2e-keda: build
 	hack/tools.sh etcd prometheus kubernetes keda
 	$(GO) vet -tags e2e,keda ./test/e2e/
 	$(GO) test -tags e2e,keda -count=1 -timeout 30m -p 1 -run '^TestDownstreamKEDA$$' ./test/e2e/
+
+## e2e-engines: the end-to-end suite against Thanos, VictoriaMetrics and Cortex (test/engines,
+## build tag e2eengines), each built from the Go module proxy by hack/tools.sh (cold builds take
+## long enough that this is not part of test: docs/e2e.md)
+e2e-engines: build
+	hack/tools.sh etcd prometheus kubernetes engines
+	$(GO) vet -tags e2eengines ./test/engines/
+	$(GO) test -tags e2eengines -count=1 -timeout 60m -p 1 -v ./test/engines/
 
 ## test: everything a change must pass: unit, the upstream differential tests, then e2e
 test: unit diff-upstream e2e

@@ -203,6 +203,23 @@ func (e *Env) start(name, bin string, args []string, env ...string) (*Process, e
 	return p, nil
 }
 
+// StartProcess runs bin with args (and env added to the harness's
+// environment) as a child of the environment, its output in LogDir/name.log;
+// Close stops it. It is how tests run servers the framework has no starter
+// for (Thanos, VictoriaMetrics, Cortex: test/engines).
+func (e *Env) StartProcess(name, bin string, args []string, env ...string) (*Process, error) {
+	return e.start(name, bin, args, env...)
+}
+
+// WaitHTTP polls url until it answers 200, proc exits or timeout passes.
+func (e *Env) WaitHTTP(ctx context.Context, proc *Process, url string, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	return e.waitFor(ctx, proc, proc.Name+" "+url, timeout, func(ctx context.Context) (bool, error) {
+		_, code, err := httpGet(ctx, hc, url)
+		return err == nil && code == http.StatusOK, nil
+	})
+}
+
 // OnClose registers f to run when the environment closes (before processes
 // stop, in reverse order of registration).
 func (e *Env) OnClose(f func()) {

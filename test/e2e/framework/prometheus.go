@@ -44,6 +44,20 @@ type PrometheusConfig struct {
 	QueryLog bool
 	// ExtraArgs are appended to the command line.
 	ExtraArgs []string
+	// ExternalLabels are the global external_labels (a Thanos sidecar
+	// needs some, and its querier deduplicates by one of them).
+	ExternalLabels map[string]string
+	// RemoteWrite are remote_write destinations (e.g. a Cortex tenant).
+	RemoteWrite []RemoteWrite
+}
+
+// RemoteWrite is one remote_write destination of the test's Prometheus,
+// sent every second.
+type RemoteWrite struct {
+	// URL is the receiver's endpoint (e.g. http://127.0.0.1:9009/api/v1/push).
+	URL string
+	// Headers are set on every request (e.g. X-Scope-OrgID).
+	Headers map[string]string
 }
 
 // Prometheus is a Prometheus server run by the environment.
@@ -57,6 +71,8 @@ type Prometheus struct {
 	configFile   string
 	interval     time.Duration
 	hc           *http.Client
+	external     map[string]string
+	remoteWrite  []RemoteWrite
 }
 
 // StartPrometheus starts a Prometheus server on 127.0.0.1 with its own TSDB
@@ -80,10 +96,12 @@ func (e *Env) startPrometheus(ctx context.Context, cfg PrometheusConfig) (*Prome
 		return nil, fmt.Errorf("creating prometheus dir: %w", err)
 	}
 	p := &Prometheus{
-		URL:        fmt.Sprintf("http://127.0.0.1:%d", port),
-		configFile: filepath.Join(dir, "prometheus.yml"),
-		interval:   cfg.ScrapeInterval,
-		hc:         &http.Client{Timeout: 10 * time.Second},
+		URL:         fmt.Sprintf("http://127.0.0.1:%d", port),
+		configFile:  filepath.Join(dir, "prometheus.yml"),
+		interval:    cfg.ScrapeInterval,
+		hc:          &http.Client{Timeout: 10 * time.Second},
+		external:    cfg.ExternalLabels,
+		remoteWrite: cfg.RemoteWrite,
 	}
 	if cfg.QueryLog {
 		p.QueryLogFile = filepath.Join(dir, "query.log")
@@ -124,10 +142,25 @@ func (p *Prometheus) writeConfig(targets []ScrapeTarget) error {
 		HonorLabels    bool           `yaml:"honor_labels,omitempty"`
 		StaticConfigs  []staticConfig `yaml:"static_configs"`
 	}
+	type queueConfig struct {
+		BatchSendDeadline string `yaml:"batch_send_deadline"`
+	}
+	type remoteWrite struct {
+		URL         string            `yaml:"url"`
+		Headers     map[string]string `yaml:"headers,omitempty"`
+		QueueConfig queueConfig       `yaml:"queue_config"`
+	}
 	doc := struct {
-		Global        map[string]string `yaml:"global"`
-		ScrapeConfigs []scrapeConfig    `yaml:"scrape_configs"`
-	}{Global: map[string]string{"scrape_interval": p.interval.String(), "evaluation_interval": p.interval.String()}}
+		Global        map[string]any `yaml:"global"`
+		ScrapeConfigs []scrapeConfig `yaml:"scrape_configs"`
+		RemoteWrite   []remoteWrite  `yaml:"remote_write,omitempty"`
+	}{Global: map[string]any{"scrape_interval": p.interval.String(), "evaluation_interval": p.interval.String()}}
+	if len(p.external) > 0 {
+		doc.Global["external_labels"] = p.external
+	}
+	for _, rw := range p.remoteWrite {
+		doc.RemoteWrite = append(doc.RemoteWrite, remoteWrite{URL: rw.URL, Headers: rw.Headers, QueueConfig: queueConfig{BatchSendDeadline: "1s"}})
+	}
 	if p.QueryLogFile != "" {
 		doc.Global["query_log_file"] = p.QueryLogFile
 	}
