@@ -269,24 +269,32 @@ gen_engine_mod() {
   (cd "$dir" && go get -tool "$pkg@$version" && go mod tidy)
 }
 
-# build_engine <dir> <module> <version> <pkg> <binary> <ldflags>
+# build_engine <dir> <module> <version> <pkg> <binary> <ldflags> [build tags]
 build_engine() {
-  local name=$1 mod=$2 version=$3 pkg=$4 bin=$5 ld=$6 dir=$TOOLS_SRC/$1
+  local name=$1 mod=$2 version=$3 pkg=$4 bin=$5 ld=$6 tags=${7:-} dir=$TOOLS_SRC/$1
   grep -q "^require $mod $version\b" "$dir/go.mod" 2>/dev/null || gen_engine_mod "$name" "$mod" "$version" "$pkg"
   local stamp
-  stamp=$(stamp_of "$dir" "$version")
+  stamp=$(stamp_of "$dir" "$version tags=$tags")
   if up_to_date "$stamp" "$bin"; then log "$name $version: up to date"; return; fi
-  log "$name $version: building $bin (cold: see docs/e2e.md)"
+  log "$name $version: building $bin${tags:+ with -tags $tags} (cold: see docs/e2e.md)"
   local t0=$SECONDS
-  go_build "$dir" "$ld" "$pkg"
+  GOFLAGS="${GOFLAGS:+$GOFLAGS }${tags:+-tags=$tags}" go_build "$dir" "$ld" "$pkg"
   mark "$stamp" "$bin"
   log "$name $version: built in $((SECONDS - t0))s"
 }
 
+# Thanos and Cortex convert Prometheus' labels.Labels to their protobuf
+# label slices in place (unsafe), which holds only for the slice
+# implementation: upstream builds them with -tags netgo,slicelabels
+# (Thanos' .promu.yml, Cortex's Makefile). Built without it, Thanos'
+# sidecar panics on the querier's first Info call (grpc
+# BinaryTieredBufferPool: index out of range [64], a negative message size).
+engineTags=netgo,slicelabels
+
 build_thanos() {
   local p=github.com/prometheus/common/version
   build_engine thanos github.com/thanos-io/thanos "$THANOS_VERSION" github.com/thanos-io/thanos/cmd/thanos thanos \
-    "-X $p.Version=${THANOS_VERSION#v} -X $p.Revision=$THANOS_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler"
+    "-X $p.Version=${THANOS_VERSION#v} -X $p.Revision=$THANOS_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler" "$engineTags"
 }
 
 build_victoriametrics() {
@@ -298,7 +306,7 @@ build_victoriametrics() {
 build_cortex() {
   local p=github.com/prometheus/common/version
   build_engine cortex github.com/cortexproject/cortex "$CORTEX_VERSION" github.com/cortexproject/cortex/cmd/cortex cortex \
-    "-X $p.Version=${CORTEX_VERSION#v} -X $p.Revision=$CORTEX_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler"
+    "-X $p.Version=${CORTEX_VERSION#v} -X $p.Revision=$CORTEX_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler" "$engineTags"
 }
 
 want=("$@")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +19,46 @@ import (
 func TestVictoriaMetrics(t *testing.T) {
 	env, _, addr := startEnv(t, dataA)
 	vm := startVictoriaMetrics(t, env, addr)
-	runSuite(t, env, vm, dataA)
+	rules := runSuite(t, env, vm, dataA)
+	t.Run("series limit", func(t *testing.T) { checkVMSeriesLimit(t, env, addr, rules) })
+}
+
+// checkVMSeriesLimit: with -search.maxSeries=1 (30,000 by default),
+// VictoriaMetrics refuses /api/v1/series for a seriesQuery matching 2
+// series: the series strategy discovers nothing for it (the failure is
+// logged), the labels strategy (label APIs, -search.maxLabelsAPISeries)
+// still serves it.
+func checkVMSeriesLimit(t *testing.T, env *framework.Env, exporterAddr, rules string) {
+	ctx := ctxFor(t, 3*time.Minute)
+	vm := startVictoriaMetrics(t, env, exporterAddr, "-search.maxSeries=1")
+	eventually(t, ctx, time.Minute, "samples in the second VictoriaMetrics", func(ctx context.Context) error {
+		s, err := framework.QueryPrometheus(ctx, &http.Client{Timeout: 10 * time.Second}, vm.url, "eng_queue_depth")
+		if err == nil && len(s) != 2 {
+			err = fmt.Errorf("%d samples", len(s))
+		}
+		return err
+	})
+	a := startAdapter(t, env, vm, rules, "series")
+	eventually(t, ctx, time.Minute, "the series strategy's failure logged", func(context.Context) error {
+		if l := logLines(a.Process, "the number of matching timeseries exceeds"); len(l) == 0 {
+			return fmt.Errorf("no line saying the number of matching timeseries exceeds the limit in %s", a.Process.LogFile)
+		}
+		return nil
+	})
+	if custom, err := listed(ctx, env, cmV1beta2); err != nil || slices.Contains(custom, "pods/eng_queue_depth") {
+		t.Errorf("series strategy over -search.maxSeries: custom metrics listed %q (%v), want no eng_queue_depth", custom, err)
+	}
+	line := logLines(a.Process, "the number of matching timeseries exceeds")[0]
+	t.Logf("series strategy over the limit: %.400s", line)
+	a.Stop()
+	startAdapter(t, env, vm, rules, "labels")
+	eventually(t, ctx, time.Minute, "the labels strategy under the same limit", func(ctx context.Context) error {
+		got, err := customValues(ctx, env, ns, "eng_queue_depth", "app="+ns)
+		if err != nil {
+			return err
+		}
+		return diffValues(dataA.wantCustom(), got)
+	})
 }
 
 // TestCortex runs the suite against Cortex's tenant-a, then checks that

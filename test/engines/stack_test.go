@@ -113,7 +113,7 @@ func startThanos(t *testing.T, env *framework.Env, exporterAddr string) *thanos 
 // exporter itself (-promscrape.config), with a 1 s latency offset (30 s by
 // default: fresher samples are not answered) and a 40 s staleness
 // interval.
-func startVictoriaMetrics(t *testing.T, env *framework.Env, exporterAddr string) *engine {
+func startVictoriaMetrics(t *testing.T, env *framework.Env, exporterAddr string, extraArgs ...string) *engine {
 	t.Helper()
 	bin := requireTool(t, env, "victoria-metrics")
 	scrape := writeFile(t, "vm-scrape.yaml", fmt.Sprintf(`global: {scrape_interval: 1s}
@@ -123,12 +123,12 @@ scrape_configs:
   static_configs: [{targets: [%q]}]
 `, exporterAddr))
 	addr, _ := freeAddr(t)
-	startProcess(t, env, "victoria-metrics", bin, []string{
+	startProcess(t, env, "victoria-metrics", bin, append([]string{
 		"-storageDataPath=" + t.TempDir(), "-httpListenAddr=" + addr, "-retentionPeriod=1d",
 		"-promscrape.config=" + scrape, "-search.latencyOffset=1s", "-search.disableCache",
 		"-search.minStalenessInterval=" + lookback.String(), "-search.maxStalenessInterval=" + lookback.String(),
 		"-loggerLevel=WARN",
-	}, "http://"+addr+"/health")
+	}, extraArgs...), "http://"+addr+"/health")
 	return &engine{name: "victoriametrics", url: "http://" + addr, ageParam: "max_lookback",
 		push: []pushTarget{{url: "http://" + addr + "/api/v1/write"}}}
 }

@@ -251,7 +251,7 @@ func checkExplain(t *testing.T, env *framework.Env, e *engine, rules string, d d
 		want []string
 	}{
 		{[]string{"--metric=eng_queue_depth", "--resource=pods", "--names=p-0,p-1"},
-			[]string{fmt.Sprintf("namespace=%q pod=\"p-0\"\t%s\t@", ns, fmtValue(d.depth[0])), fmt.Sprintf("namespace=%q pod=\"p-1\"\t%s\t@", ns, fmtValue(d.depth[1]))}},
+			[]string{fmt.Sprintf("pod=\"p-0\"\t%s\t@", fmtValue(d.depth[0])), fmt.Sprintf("pod=\"p-1\"\t%s\t@", fmtValue(d.depth[1]))}},
 		{[]string{"--metric=eng_jobs_waiting", "--external"},
 			[]string{fmt.Sprintf("{queue=\"orders\"}\t%s\t@", fmtValue(d.jobs["orders"]))}},
 	} {
