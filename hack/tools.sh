@@ -274,7 +274,7 @@ build_engine() {
   local name=$1 mod=$2 version=$3 pkg=$4 bin=$5 ld=$6 tags=${7:-} dir=$TOOLS_SRC/$1
   grep -q "^require $mod $version\b" "$dir/go.mod" 2>/dev/null || gen_engine_mod "$name" "$mod" "$version" "$pkg"
   local stamp
-  stamp=$(stamp_of "$dir" "$version tags=$tags")
+  stamp=$(stamp_of "$dir" "$version tags=$tags ldflags=$ld")
   if up_to_date "$stamp" "$bin"; then log "$name $version: up to date"; return; fi
   log "$name $version: building $bin${tags:+ with -tags $tags} (cold: see docs/e2e.md)"
   local t0=$SECONDS
@@ -304,9 +304,9 @@ build_victoriametrics() {
 }
 
 build_cortex() {
-  local p=github.com/prometheus/common/version
+  # cmd/cortex sets prometheus/common/version from its own main.Version etc.
   build_engine cortex github.com/cortexproject/cortex "$CORTEX_VERSION" github.com/cortexproject/cortex/cmd/cortex cortex \
-    "-X $p.Version=${CORTEX_VERSION#v} -X $p.Revision=$CORTEX_VERSION -X $p.Branch=module -X $p.BuildUser=promscaler" "$engineTags"
+    "-X main.Version=${CORTEX_VERSION#v} -X main.Revision=$CORTEX_VERSION -X main.Branch=module" "$engineTags"
 }
 
 want=("$@")

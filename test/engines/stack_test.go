@@ -189,6 +189,11 @@ alertmanager_storage:
   backend: local
   local:
     path: %[3]s/alerts
+alertmanager:
+  external_url: http://localhost/alertmanager
+  data_dir: %[3]s/alertmanager
+ruler:
+  rule_path: %[3]s/ruler
 `
 
 // startCortex starts Cortex in single-binary mode and one Prometheus per
@@ -218,7 +223,11 @@ func startCortex(t *testing.T, env *framework.Env, exporterA, exporterB string) 
 		})
 	}
 	e.push = []pushTarget{{url: push, headers: map[string]string{"X-Scope-OrgID": tenantA}}}
-	e.ageParam = "lookback_delta"
+	// The query-frontend (part of -target=all) re-encodes an instant query
+	// with time, query and stats only (pkg/querier/tripperware/
+	// instantquery): lookback_delta and max_lookback never reach the
+	// querier, which would honour lookback_delta (pkg/api/queryapi).
+	e.ageParam = ""
 	e.backends = fmt.Sprintf(`backends:
 - name: %s
   url: %s
