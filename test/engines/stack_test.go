@@ -166,6 +166,7 @@ ingester:
       replication_factor: 1
 querier:
   lookback_delta: %[4]s
+  active_query_tracker_dir: %[3]s/active-query-tracker
 blocks_storage:
   tsdb:
     dir: %[3]s/tsdb
