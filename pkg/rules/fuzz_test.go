@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
+	promlabels "github.com/prometheus/prometheus/model/labels"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/config"
@@ -78,12 +79,12 @@ func FuzzRenderQuery(f *testing.F) {
 		if series != seriesName || !model.LegacyValidation.IsValidMetricName(series) {
 			t.Fatalf("series = %q, want %q", series, seriesName)
 		}
-		var want []Matcher
+		var want []*promlabels.Matcher
 		if namespace != "" {
-			want = append(want, Matcher{"namespace", MatchEqual, namespace})
+			want = append(want, mm(promlabels.MatchEqual, "namespace", namespace))
 		}
-		want = append(want, Matcher{"pod_name", MatchRegexp, OneOf(names)})
-		if diff := cmp.Diff(want, ms); diff != "" {
+		want = append(want, mm(promlabels.MatchRegexp, "pod_name", OneOf(names)))
+		if diff := cmp.Diff(want, ms, sameMatchers); diff != "" {
 			t.Fatalf("matchers mismatch (-want +got):\n%s", diff)
 		}
 		re, err := regexp.Compile("^(?s:" + ms[len(ms)-1].Value + ")$")

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
+	promlabels "github.com/prometheus/prometheus/model/labels"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -37,37 +38,23 @@ var (
 	ErrUnsupportedSelector = errors.New("unsupported label selector")
 )
 
-// MatchOp is a PromQL label matching operator.
-type MatchOp string
-
-// The four PromQL label matching operators.
-const (
-	MatchEqual     MatchOp = "="
-	MatchNotEqual  MatchOp = "!="
-	MatchRegexp    MatchOp = "=~"
-	MatchNotRegexp MatchOp = "!~"
-)
-
-// Matcher is one PromQL label matcher such as pod=~"a|b".
-//
-// Value is the raw, unquoted value: a literal for = and !=, an RE2 regular
-// expression (implicitly anchored by Prometheus) for =~ and !~. String
-// quotes it, so any value - including quotes, backslashes and newlines - is
-// rendered as exactly one PromQL string literal.
-type Matcher struct {
-	Name  string
-	Op    MatchOp
-	Value string
+// newMatcher returns Prometheus's matcher. The regular expressions of
+// this package's matchers are OneOf lists, which always compile.
+func newMatcher(t promlabels.MatchType, name, value string) (*promlabels.Matcher, error) {
+	m, err := promlabels.NewMatcher(t, name, value)
+	if err != nil {
+		return nil, fmt.Errorf("label %q: %w", name, err)
+	}
+	return m, nil
 }
 
-// String renders the matcher as PromQL, e.g. `pod=~"a|b"`.
-func (m Matcher) String() string {
-	return string(m.appendTo(make([]byte, 0, len(m.Name)+len(m.Op)+len(m.Value)+2)))
-}
-
-func (m Matcher) appendTo(b []byte) []byte {
+// appendMatcher renders m as PromQL, e.g. `pod=~"a|b"`. The value is
+// quoted, so any value - including quotes, backslashes and newlines - is
+// exactly one PromQL string literal. The name is a legacy label name
+// (checked when the matcher is built), written bare.
+func appendMatcher(b []byte, m *promlabels.Matcher) []byte {
 	b = append(b, m.Name...)
-	b = append(b, m.Op...)
+	b = append(b, m.Type.String()...)
 	return appendQuoted(b, m.Value)
 }
 
@@ -96,7 +83,7 @@ func appendQuoted(b []byte, s string) []byte {
 
 // JoinMatchers renders matchers comma-separated, in order, as they appear
 // inside a PromQL selector's braces (the .LabelMatchers template variable).
-func JoinMatchers(ms []Matcher) string {
+func JoinMatchers(ms []*promlabels.Matcher) string {
 	n := 0
 	for _, m := range ms {
 		n += len(m.Name) + len(m.Value) + 5
@@ -106,7 +93,7 @@ func JoinMatchers(ms []Matcher) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = m.appendTo(b)
+		b = appendMatcher(b, m)
 	}
 	return string(b)
 }
@@ -184,7 +171,7 @@ func quoteInner(s string) string {
 // ErrInvalidLabelName. A nil selector or labels.Everything() gives no
 // matchers. Values are never interpreted: a value's regexp metacharacters,
 // quotes, backslashes and newlines stay inside its string literal.
-func SelectorMatchers(sel labels.Selector) ([]Matcher, error) {
+func SelectorMatchers(sel labels.Selector) ([]*promlabels.Matcher, error) {
 	if sel == nil || sel.Empty() {
 		return nil, nil
 	}
@@ -192,7 +179,7 @@ func SelectorMatchers(sel labels.Selector) ([]Matcher, error) {
 	if !selectable {
 		return nil, fmt.Errorf("%w: selector %q selects nothing", ErrUnsupportedSelector, sel.String())
 	}
-	out := make([]Matcher, 0, len(reqs))
+	out := make([]*promlabels.Matcher, 0, len(reqs))
 	for _, r := range reqs {
 		m, err := requirementMatcher(r.Key(), r.Operator(), r.ValuesUnsorted())
 		if err != nil {
@@ -200,18 +187,18 @@ func SelectorMatchers(sel labels.Selector) ([]Matcher, error) {
 		}
 		out = append(out, m)
 	}
-	slices.SortStableFunc(out, func(a, b Matcher) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(out, func(a, b *promlabels.Matcher) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // requirementMatcher converts one selector requirement. values need not be
 // sorted.
-func requirementMatcher(key string, op selection.Operator, values []string) (Matcher, error) {
+func requirementMatcher(key string, op selection.Operator, values []string) (*promlabels.Matcher, error) {
 	if err := checkLabelName(key); err != nil {
-		return Matcher{}, err
+		return nil, err
 	}
 	if err := checkLabelValues(key, values); err != nil {
-		return Matcher{}, err
+		return nil, err
 	}
 	one := func() (string, error) {
 		if len(values) != 1 {
@@ -221,30 +208,36 @@ func requirementMatcher(key string, op selection.Operator, values []string) (Mat
 	}
 	switch op {
 	case selection.Exists:
-		return Matcher{Name: key, Op: MatchNotEqual}, nil
+		return newMatcher(promlabels.MatchNotEqual, key, "")
 	case selection.DoesNotExist:
-		return Matcher{Name: key, Op: MatchEqual}, nil
+		return newMatcher(promlabels.MatchEqual, key, "")
 	case selection.Equals, selection.DoubleEquals:
 		v, err := one()
-		return Matcher{Name: key, Op: MatchEqual, Value: v}, err
+		if err != nil {
+			return nil, err
+		}
+		return newMatcher(promlabels.MatchEqual, key, v)
 	case selection.NotEquals:
 		v, err := one()
-		return Matcher{Name: key, Op: MatchNotEqual, Value: v}, err
+		if err != nil {
+			return nil, err
+		}
+		return newMatcher(promlabels.MatchNotEqual, key, v)
 	case selection.In, selection.NotIn:
 		if len(values) == 0 {
-			return Matcher{}, fmt.Errorf("%w: label %q: operator %q needs at least one value", ErrUnsupportedSelector, key, op)
+			return nil, fmt.Errorf("%w: label %q: operator %q needs at least one value", ErrUnsupportedSelector, key, op)
 		}
 		sorted := slices.Clone(values)
 		slices.Sort(sorted)
 		sorted = slices.Compact(sorted)
-		mop := MatchRegexp
+		t := promlabels.MatchRegexp
 		if op == selection.NotIn {
-			mop = MatchNotRegexp
+			t = promlabels.MatchNotRegexp
 		}
-		return Matcher{Name: key, Op: mop, Value: OneOf(sorted)}, nil
+		return newMatcher(t, key, OneOf(sorted))
 	case selection.GreaterThan, selection.LessThan:
-		return Matcher{}, fmt.Errorf("%w: label %q: operator %q cannot be expressed as a PromQL label matcher (use =, !=, in, notin, exists or !exists)", ErrUnsupportedOperator, key, op)
+		return nil, fmt.Errorf("%w: label %q: operator %q cannot be expressed as a PromQL label matcher (use =, !=, in, notin, exists or !exists)", ErrUnsupportedOperator, key, op)
 	default:
-		return Matcher{}, fmt.Errorf("%w: label %q: operator %q", ErrUnsupportedOperator, key, op)
+		return nil, fmt.Errorf("%w: label %q: operator %q", ErrUnsupportedOperator, key, op)
 	}
 }

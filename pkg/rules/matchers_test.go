@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	promlabels "github.com/prometheus/prometheus/model/labels"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -15,19 +16,19 @@ func TestSelectorMatchers(t *testing.T) {
 	tests := []struct {
 		name     string
 		selector string
-		want     []Matcher
+		want     []*promlabels.Matcher
 		wantErr  error
 	}{
 		{name: "empty", selector: "", want: nil},
-		{name: "equals", selector: "queue=work", want: []Matcher{{"queue", MatchEqual, "work"}}},
-		{name: "double equals", selector: "queue==work", want: []Matcher{{"queue", MatchEqual, "work"}}},
-		{name: "not equals", selector: "queue!=work", want: []Matcher{{"queue", MatchNotEqual, "work"}}},
-		{name: "exists", selector: "queue", want: []Matcher{{"queue", MatchNotEqual, ""}}},
-		{name: "does not exist", selector: "!queue", want: []Matcher{{"queue", MatchEqual, ""}}},
-		{name: "in sorted and escaped", selector: "host in (b.example, a.example)", want: []Matcher{{"host", MatchRegexp, `a\.example|b\.example`}}},
-		{name: "in single value", selector: "host in (a)", want: []Matcher{{"host", MatchRegexp, `a`}}},
-		{name: "notin", selector: "env notin (dev,test)", want: []Matcher{{"env", MatchNotRegexp, `dev|test`}}},
-		{name: "sorted by key", selector: "z=1,a=2,m", want: []Matcher{{"a", MatchEqual, "2"}, {"m", MatchNotEqual, ""}, {"z", MatchEqual, "1"}}},
+		{name: "equals", selector: "queue=work", want: []*promlabels.Matcher{mm(promlabels.MatchEqual, "queue", "work")}},
+		{name: "double equals", selector: "queue==work", want: []*promlabels.Matcher{mm(promlabels.MatchEqual, "queue", "work")}},
+		{name: "not equals", selector: "queue!=work", want: []*promlabels.Matcher{mm(promlabels.MatchNotEqual, "queue", "work")}},
+		{name: "exists", selector: "queue", want: []*promlabels.Matcher{mm(promlabels.MatchNotEqual, "queue", "")}},
+		{name: "does not exist", selector: "!queue", want: []*promlabels.Matcher{mm(promlabels.MatchEqual, "queue", "")}},
+		{name: "in sorted and escaped", selector: "host in (b.example, a.example)", want: []*promlabels.Matcher{mm(promlabels.MatchRegexp, "host", `a\.example|b\.example`)}},
+		{name: "in single value", selector: "host in (a)", want: []*promlabels.Matcher{mm(promlabels.MatchRegexp, "host", `a`)}},
+		{name: "notin", selector: "env notin (dev,test)", want: []*promlabels.Matcher{mm(promlabels.MatchNotRegexp, "env", `dev|test`)}},
+		{name: "sorted by key", selector: "z=1,a=2,m", want: []*promlabels.Matcher{mm(promlabels.MatchEqual, "a", "2"), mm(promlabels.MatchNotEqual, "m", ""), mm(promlabels.MatchEqual, "z", "1")}},
 		{name: "gt unsupported", selector: "size>3", wantErr: ErrUnsupportedOperator},
 		{name: "lt unsupported", selector: "size<3", wantErr: ErrUnsupportedOperator},
 		{name: "kubernetes label key is not a prometheus label", selector: "app.kubernetes.io/name=web", wantErr: ErrInvalidLabelName},
@@ -43,7 +44,7 @@ func TestSelectorMatchers(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("SelectorMatchers(%q) error = %v, want %v", tc.selector, err, tc.wantErr)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, sameMatchers); diff != "" {
 				t.Errorf("SelectorMatchers(%q) mismatch (-want +got):\n%s", tc.selector, diff)
 			}
 		})
@@ -72,14 +73,15 @@ func TestRequirementMatcherHostileValues(t *testing.T) {
 			if err != nil {
 				t.Fatalf("requirementMatcher(%q, %q): %v", op, v, err)
 			}
-			parsed, err := parseSelectorBody(m.String())
+			rendered := JoinMatchers([]*promlabels.Matcher{m})
+			parsed, err := parseSelectorBody(rendered)
 			if err != nil {
-				t.Fatalf("rendered %s does not parse back: %v", m, err)
+				t.Fatalf("rendered %s does not parse back: %v", rendered, err)
 			}
-			if diff := cmp.Diff([]Matcher{m}, parsed); diff != "" {
+			if diff := cmp.Diff([]*promlabels.Matcher{m}, parsed, sameMatchers); diff != "" {
 				t.Errorf("%q %q: parsed back mismatch (-want +got):\n%s", op, v, diff)
 			}
-			if m.Op == MatchRegexp || m.Op == MatchNotRegexp {
+			if m.Type == promlabels.MatchRegexp || m.Type == promlabels.MatchNotRegexp {
 				re := regexp.MustCompile("^(?s:" + m.Value + ")$")
 				if !re.MatchString(v) {
 					t.Errorf("%q: regexp %q does not match its own value %q", op, m.Value, v)
@@ -100,29 +102,29 @@ func TestRequirementMatcherHostileValues(t *testing.T) {
 	}
 }
 
-func TestMatcherString(t *testing.T) {
+func TestRenderMatcher(t *testing.T) {
 	tests := []struct {
 		name string
-		m    Matcher
+		m    *promlabels.Matcher
 		want string
 	}{
-		{"equal", Matcher{"pod", MatchEqual, "a"}, `pod="a"`},
-		{"not equal empty", Matcher{"pod", MatchNotEqual, ""}, `pod!=""`},
-		{"regexp", Matcher{"pod", MatchRegexp, OneOf([]string{"a", "b"})}, `pod=~"a|b"`},
-		{"not regexp escaped", Matcher{"host", MatchNotRegexp, OneOf([]string{"a.b"})}, `host!~"a\\.b"`},
-		{"quote", Matcher{"l", MatchEqual, `say "hi"`}, `l="say \"hi\""`},
-		{"backslash", Matcher{"l", MatchEqual, `C:\dir`}, `l="C:\\dir"`},
-		{"newline", Matcher{"l", MatchEqual, "a\nb"}, `l="a\nb"`},
-		{"unicode kept", Matcher{"l", MatchEqual, "café"}, `l="café"`},
+		{"equal", mm(promlabels.MatchEqual, "pod", "a"), `pod="a"`},
+		{"not equal empty", mm(promlabels.MatchNotEqual, "pod", ""), `pod!=""`},
+		{"regexp", mm(promlabels.MatchRegexp, "pod", OneOf([]string{"a", "b"})), `pod=~"a|b"`},
+		{"not regexp escaped", mm(promlabels.MatchNotRegexp, "host", OneOf([]string{"a.b"})), `host!~"a\\.b"`},
+		{"quote", mm(promlabels.MatchEqual, "l", `say "hi"`), `l="say \"hi\""`},
+		{"backslash", mm(promlabels.MatchEqual, "l", `C:\dir`), `l="C:\\dir"`},
+		{"newline", mm(promlabels.MatchEqual, "l", "a\nb"), `l="a\nb"`},
+		{"unicode kept", mm(promlabels.MatchEqual, "l", "café"), `l="café"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.m.String(); got != tc.want {
-				t.Errorf("String() = %s, want %s", got, tc.want)
+			if got := JoinMatchers([]*promlabels.Matcher{tc.m}); got != tc.want {
+				t.Errorf("rendered %s, want %s", got, tc.want)
 			}
 		})
 	}
-	if got, want := JoinMatchers([]Matcher{{"a", MatchEqual, "1"}, {"b", MatchRegexp, "x|y"}}), `a="1",b=~"x|y"`; got != want {
+	if got, want := JoinMatchers([]*promlabels.Matcher{mm(promlabels.MatchEqual, "a", "1"), mm(promlabels.MatchRegexp, "b", "x|y")}), `a="1",b=~"x|y"`; got != want {
 		t.Errorf("JoinMatchers = %s, want %s", got, want)
 	}
 	if got := JoinMatchers(nil); got != "" {
@@ -218,7 +220,7 @@ func FuzzSelectorToMatchers(f *testing.F) {
 			t.Fatalf("%q rendered %s which does not parse: %v", s, rendered, err)
 		}
 		if len(ms) > 0 {
-			if diff := cmp.Diff(ms, parsed); diff != "" {
+			if diff := cmp.Diff(ms, parsed, sameMatchers); diff != "" {
 				t.Fatalf("%q: parsed back mismatch (-want +got):\n%s", s, diff)
 			}
 		}
@@ -226,10 +228,10 @@ func FuzzSelectorToMatchers(f *testing.F) {
 			if r.Operator() != selection.In && r.Operator() != selection.NotIn {
 				continue
 			}
-			var m *Matcher
-			for i := range ms {
-				if ms[i].Name == r.Key() && (ms[i].Op == MatchRegexp || ms[i].Op == MatchNotRegexp) {
-					m = &ms[i]
+			var m *promlabels.Matcher
+			for _, c := range ms {
+				if c.Name == r.Key() && (c.Type == promlabels.MatchRegexp || c.Type == promlabels.MatchNotRegexp) {
+					m = c
 				}
 			}
 			if m == nil {

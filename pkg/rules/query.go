@@ -3,13 +3,14 @@ package rules
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	promlabels "github.com/prometheus/prometheus/model/labels"
 
 	"github.com/promscaler/promscaler/pkg/config"
 )
@@ -104,7 +105,7 @@ const DefaultMaxNamesInQuery = 20
 // renderInput is the matcher and grouping part of a query.
 type renderInput struct {
 	series     string
-	matchers   []Matcher
+	matchers   []*promlabels.Matcher
 	groupBy    []string
 	window     string
 	allObjects string // resource label of an AllObjects query, if any
@@ -140,9 +141,9 @@ func renderQuery(t *config.QueryTemplate, in renderInput) (string, error) {
 // quotes. The =~ and !~ matchers of this package are always OneOf lists
 // (object names, "in" and "notin" values), whose values joinedValues
 // recovers exactly.
-func labelValuesFor(m Matcher) string {
-	switch m.Op {
-	case MatchRegexp, MatchNotRegexp:
+func labelValuesFor(m *promlabels.Matcher) string {
+	switch m.Type {
+	case promlabels.MatchRegexp, promlabels.MatchNotRegexp:
 		return quoteInner(joinedValues(m.Value))
 	default:
 		return quoteInner(m.Value)
@@ -168,7 +169,7 @@ func joinedValues(oneOf string) string {
 
 // objectMatchers builds the metric-selector matchers, then the namespace
 // matcher, then the resource matcher, in prometheus-adapter's order.
-func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupResource, namespace string, names []string, all bool) (ms []Matcher, resLabel, nsLabel string, err error) {
+func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupResource, namespace string, names []string, all bool) (ms []*promlabels.Matcher, resLabel, nsLabel string, err error) {
 	ms, err = SelectorMatchers(sel)
 	if err != nil {
 		return nil, "", "", err
@@ -181,7 +182,11 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 		if !utf8.ValidString(namespace) {
 			return nil, "", "", fmt.Errorf("namespace matcher: %w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
 		}
-		ms = append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace})
+		m, err := newMatcher(promlabels.MatchEqual, nsLabel, namespace)
+		if err != nil {
+			return nil, "", "", err
+		}
+		ms = append(ms, m)
 	}
 	resLabel, err = res.LabelForResource(gr)
 	if err != nil {
@@ -197,7 +202,11 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 		// one such matcher, and {<<.LabelMatchers>>,x="y"} must not start
 		// with a comma.
 		if !anyRequiresValue(ms) {
-			ms = append(ms, Matcher{Name: resLabel, Op: MatchNotEqual})
+			m, err := newMatcher(promlabels.MatchNotEqual, resLabel, "")
+			if err != nil {
+				return nil, "", "", err
+			}
+			ms = append(ms, m)
 		}
 	case len(names) == 0:
 		return nil, "", "", fmt.Errorf("%w for %s", ErrNoObjects, gr.String())
@@ -205,49 +214,39 @@ func objectMatchers(res *ResourceMapper, sel labels.Selector, gr schema.GroupRes
 		if err := checkLabelValues(resLabel, names); err != nil {
 			return nil, "", "", err
 		}
-		if len(names) == 1 {
-			ms = append(ms, Matcher{Name: resLabel, Op: MatchEqual, Value: names[0]})
-		} else {
-			ms = append(ms, Matcher{Name: resLabel, Op: MatchRegexp, Value: OneOf(names)})
+		m, err := namesMatcher(resLabel, names)
+		if err != nil {
+			return nil, "", "", err
 		}
+		ms = append(ms, m)
 	}
 	return ms, resLabel, nsLabel, nil
+}
+
+// namesMatcher selects the objects named: label="name", or
+// label=~"a|b" (regex-escaped).
+func namesMatcher(label string, names []string) (*promlabels.Matcher, error) {
+	if len(names) == 1 {
+		return newMatcher(promlabels.MatchEqual, label, names[0])
+	}
+	return newMatcher(promlabels.MatchRegexp, label, OneOf(names))
 }
 
 // anyRequiresValue reports whether one of ms does not match the empty
 // string, i.e. selects only series carrying its label (Prometheus refuses a
 // selector without such a matcher).
-func anyRequiresValue(ms []Matcher) bool {
+func anyRequiresValue(ms []*promlabels.Matcher) bool {
 	for _, m := range ms {
-		if !m.matchesEmpty() {
+		if !m.Matches("") {
 			return true
 		}
 	}
 	return false
 }
 
-// matchesEmpty reports whether m matches a series without m.Name (an empty
-// value). An invalid regular expression counts as matching it.
-func (m Matcher) matchesEmpty() bool {
-	switch m.Op {
-	case MatchEqual:
-		return m.Value == ""
-	case MatchNotEqual:
-		return m.Value != ""
-	case MatchRegexp, MatchNotRegexp:
-		re, err := regexp.Compile("^(?:" + m.Value + ")$")
-		if err != nil {
-			return true
-		}
-		return re.MatchString("") == (m.Op == MatchRegexp)
-	default:
-		return true
-	}
-}
-
 // externalMatchers builds the metric-selector matchers then, when
 // nsLabel != "" and namespace != "", the namespace matcher.
-func externalMatchers(sel labels.Selector, nsLabel, namespace string) ([]Matcher, string, error) {
+func externalMatchers(sel labels.Selector, nsLabel, namespace string) ([]*promlabels.Matcher, string, error) {
 	ms, err := SelectorMatchers(sel)
 	if err != nil {
 		return nil, "", err
@@ -258,5 +257,9 @@ func externalMatchers(sel labels.Selector, nsLabel, namespace string) ([]Matcher
 	if !utf8.ValidString(namespace) {
 		return nil, "", fmt.Errorf("namespace matcher: %w: namespace %q is not valid UTF-8", ErrInvalidLabelValue, namespace)
 	}
-	return append(ms, Matcher{Name: nsLabel, Op: MatchEqual, Value: namespace}), nsLabel, nil
+	m, err := newMatcher(promlabels.MatchEqual, nsLabel, namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	return append(ms, m), nsLabel, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	promlabels "github.com/prometheus/prometheus/model/labels"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/promscaler/promscaler/pkg/config"
@@ -222,29 +223,33 @@ func TestAllObjectsResourceMatcher(t *testing.T) {
 	}
 }
 
-func TestMatcherMatchesEmpty(t *testing.T) {
+// TestAnyRequiresValue: a matcher requires a value when it does not
+// match the empty string.
+func TestAnyRequiresValue(t *testing.T) {
 	tests := []struct {
-		m    Matcher
+		m    *promlabels.Matcher
 		want bool
 	}{
-		{Matcher{"a", MatchEqual, ""}, true},
-		{Matcher{"a", MatchEqual, "x"}, false},
-		{Matcher{"a", MatchNotEqual, ""}, false},
-		{Matcher{"a", MatchNotEqual, "x"}, true},
-		{Matcher{"a", MatchRegexp, ".+"}, false},
-		{Matcher{"a", MatchRegexp, ".*"}, true},
-		{Matcher{"a", MatchRegexp, "x|"}, true},
-		{Matcher{"a", MatchRegexp, "x|y"}, false},
-		{Matcher{"a", MatchNotRegexp, "x|y"}, true},
-		{Matcher{"a", MatchNotRegexp, "|x"}, false},
-		{Matcher{"a", MatchRegexp, "("}, true},
+		{mm(promlabels.MatchEqual, "a", ""), false},
+		{mm(promlabels.MatchEqual, "a", "x"), true},
+		{mm(promlabels.MatchNotEqual, "a", ""), true},
+		{mm(promlabels.MatchNotEqual, "a", "x"), false},
+		{mm(promlabels.MatchRegexp, "a", ".+"), true},
+		{mm(promlabels.MatchRegexp, "a", ".*"), false},
+		{mm(promlabels.MatchRegexp, "a", "x|"), false},
+		{mm(promlabels.MatchRegexp, "a", "x|y"), true},
+		{mm(promlabels.MatchNotRegexp, "a", "x|y"), false},
+		{mm(promlabels.MatchNotRegexp, "a", "|x"), true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.m.String(), func(t *testing.T) {
-			if got := tc.m.matchesEmpty(); got != tc.want {
-				t.Errorf("matchesEmpty() = %v, want %v", got, tc.want)
+			if got := anyRequiresValue([]*promlabels.Matcher{tc.m}); got != tc.want {
+				t.Errorf("anyRequiresValue = %v, want %v", got, tc.want)
 			}
 		})
+	}
+	if anyRequiresValue(nil) {
+		t.Error("anyRequiresValue(nil) = true")
 	}
 }
 
@@ -484,14 +489,14 @@ func TestHostileValuesKeepQueryMeaning(t *testing.T) {
 		if err != nil {
 			t.Fatalf("value %q: rendered %s does not parse: %v", v, q.Expr, err)
 		}
-		want := []Matcher{{"namespace", MatchEqual, v}, {"pod_name", MatchRegexp, OneOf(names)}}
+		want := []*promlabels.Matcher{mm(promlabels.MatchEqual, "namespace", v), mm(promlabels.MatchRegexp, "pod_name", OneOf(names))}
 		if v == "" { // no namespace: a cluster-wide request
 			want = want[1:]
 		}
 		if series != "pm_status" {
 			t.Errorf("value %q: series %q", v, series)
 		}
-		if diff := cmp.Diff(want, ms); diff != "" {
+		if diff := cmp.Diff(want, ms, sameMatchers); diff != "" {
 			t.Errorf("value %q: matchers mismatch (-want +got):\n%s", v, diff)
 		}
 		if len(ms) != len(want) {
