@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
 	promlabels "github.com/prometheus/prometheus/model/labels"
 )
 
@@ -25,7 +26,7 @@ func parseVectorSelector(s string) (string, []*promlabels.Matcher, error) {
 	var series string
 	var out []*promlabels.Matcher
 	for _, m := range ms {
-		if m.Name == promlabels.MetricName && m.Type == promlabels.MatchEqual && series == "" {
+		if m.Name == model.MetricNameLabel && m.Type == promlabels.MatchEqual && series == "" {
 			series = m.Value
 			continue
 		}
