@@ -72,8 +72,9 @@ func TestDownstreamKEDA(t *testing.T) {
 	// writing its CA into the APIService that is about to point elsewhere.
 	restart := startHPAReader(ctx, env)
 	k.restartOperator(t, ctx, false, stays)
+	time.Sleep(5 * time.Second)
 	n, f, _ := restart.stop()
-	t.Logf("KEDA alone, operator restarted with --enable-apiservice-patching=false: %d reads of its HPAs' metrics during the restart, %d failed: %v", n, len(f), f)
+	t.Logf("KEDA alone, operator restarted with --enable-apiservice-patching=false: %d reads of its HPAs' metrics from the restart to 5 s after KEDA answered again, %d failed: %v", n, len(f), f)
 	ps := startPromscalerBesideKEDA(t, ctx, env, k, prom.URL, dir, soFiles)
 
 	reads := startHPAReader(ctx, env)
@@ -138,6 +139,9 @@ func handOverAndBack(t *testing.T, ctx context.Context, env *framework.Env, k *k
 		moveBackToKEDA(t, ctx, env, w, ps.soFiles[w])
 	}
 	must(env.Client.AutoscalingV2().HorizontalPodAutoscalers("default").Delete(ctx, "ours", metav1.DeleteOptions{}))
+	// One HPA sync period (2 s here, 15 s by default) for reads already
+	// started to end: KEDA would answer them with its 500.
+	time.Sleep(3 * time.Second)
 	t.Logf("back-out: pointing %s at KEDA again", externalAPIService)
 	must(pointExternalAPIService(ctx, env, kedaNS, kedaMetricsService, k.port, []byte(k.file(t, "ca.crt"))))
 }
