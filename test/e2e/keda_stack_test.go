@@ -237,9 +237,11 @@ func applyKEDACRDs(t *testing.T, ctx context.Context, env *framework.Env) {
 	if _, err := env.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/scaledobjects.keda.sh", "crd/triggerauthentications.keda.sh"); err != nil {
-		t.Fatal(err)
-	}
+	// kubectl wait fails at once on a CRD that has no status.conditions yet.
+	eventually(t, ctx, time.Minute, "KEDA's CRDs Established", func(ctx context.Context) error {
+		_, err := env.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=10s", "crd/scaledobjects.keda.sh", "crd/triggerauthentications.keda.sh")
+		return err
+	})
 }
 
 // externalNameService creates or updates ns/name as an ExternalName
