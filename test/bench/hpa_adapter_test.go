@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,7 +166,7 @@ type hpaAdapter struct {
 var _ hpaTarget = (*hpaAdapter)(nil)
 
 func (c *hpaCluster) startAdapter(ctx context.Context, name string, shared bool) (*hpaAdapter, error) {
-	var extra []string
+	extra := strings.Fields(os.Getenv(EnvHPAAdapterArgs))
 	if !shared {
 		extra = append(extra, "--shared-evaluation-max-age=0")
 	}

@@ -43,13 +43,17 @@ import (
 // quicker, and a CPU profile of this process is the provider's);
 // EnvHPAShared lists the legs of each (default "false,true": shared
 // evaluation off, then on; "true" alone runs an adapter binary without
-// --shared-evaluation-max-age, e.g. an older build in an A/B).
+// --shared-evaluation-max-age, e.g. an older build in an A/B);
+// EnvHPAAdapterArgs adds flags to the adapter's command line
+// (space-separated), e.g. "--authorization-webhook-cache-authorized-ttl=10s"
+// for the library's authorization cache.
 const (
-	EnvHPAShared  = "PROMSCALER_BENCH_HPA_SHARED"
-	EnvHPAs       = "PROMSCALER_BENCH_HPAS"
-	EnvHPAPeriods = "PROMSCALER_BENCH_HPA_PERIODS"
-	EnvHPAModes   = "PROMSCALER_BENCH_HPA_MODES"
-	EnvHPATarget  = "PROMSCALER_BENCH_HPA_TARGET"
+	EnvHPAAdapterArgs = "PROMSCALER_BENCH_HPA_ADAPTER_ARGS"
+	EnvHPAShared      = "PROMSCALER_BENCH_HPA_SHARED"
+	EnvHPAs           = "PROMSCALER_BENCH_HPAS"
+	EnvHPAPeriods     = "PROMSCALER_BENCH_HPA_PERIODS"
+	EnvHPAModes       = "PROMSCALER_BENCH_HPA_MODES"
+	EnvHPATarget      = "PROMSCALER_BENCH_HPA_TARGET"
 )
 
 const (
@@ -347,7 +351,12 @@ func runHPALeg(ctx context.Context, b *testing.B, t hpaTarget, n, periods int, m
 		b.Fatal(err)
 	}
 	start := prev
+	prof := &profiler{}
 	for period := range periods + 1 {
+		if isAdapter && period == 1 {
+			// PROMSCALER_BENCH_PROFILE: the adapter's CPU profile of the measured periods.
+			prof = a.c.s.startProfile(ctx, a.a, time.Duration(periods)*hpaPeriod)
+		}
 		rec := &r
 		if period == 0 {
 			rec = nil // warm-up: sharing starts, connections open, authorizations cached
@@ -365,6 +374,7 @@ func runHPALeg(ctx context.Context, b *testing.B, t hpaTarget, n, periods int, m
 	}
 	r.sum = prev.sub(start)
 	if isAdapter {
+		prof.stop(ctx, a.c.s, a.a)
 		r.apiserverReviews = a.apiserverReviews(ctx) - reviews0 - r.perPeriod[0].reviews
 	}
 	return r
