@@ -242,7 +242,7 @@ func podNames(t *testing.T, body []byte) []string {
 
 func TestAPIGetPod(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp.answer))
+	h := newServer(t, objs, fp.client(t))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "")
 	if code != http.StatusOK {
 		t.Fatalf("GET pod metrics: %d %s", code, body)
@@ -267,7 +267,7 @@ func TestAPIGetPod(t *testing.T) {
 
 func TestAPIListPods(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp.answer))
+	h := newServer(t, objs, fp.client(t))
 	tests := []struct {
 		name string
 		path string
@@ -296,7 +296,7 @@ func TestAPIListPods(t *testing.T) {
 
 func TestAPINodes(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp.answer))
+	h := newServer(t, objs, fp.client(t))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/nodes", "")
 	if code != http.StatusOK {
 		t.Fatalf("list nodes: %d %s", code, body)
@@ -329,7 +329,7 @@ func TestAPINodes(t *testing.T) {
 
 func TestAPIErrors(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp.answer))
+	h := newServer(t, objs, fp.client(t))
 	tests := []struct {
 		name     string
 		path     string
@@ -387,7 +387,7 @@ func TestAPIPrometheusDown(t *testing.T) {
 func TestAPICacheNotSynced(t *testing.T) {
 	objs, fp := testCluster()
 	objs.err = fmt.Errorf("%w: pods not listed within 10s", objectcache.ErrNotSynced)
-	h := newServer(t, objs, fp)
+	h := newServer(t, objs, fp.client(t))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/pods", "")
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "listing pods: not available (request id ") {
 		t.Errorf("GET with caches not synced = %d %s, want 503", code, body)
@@ -396,7 +396,7 @@ func TestAPICacheNotSynced(t *testing.T) {
 
 func TestAPITable(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, newPromClient(t, fp.answer))
+	h := newServer(t, objs, fp.client(t))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	if code != http.StatusOK {
 		t.Fatalf("table: %d %s", code, body)
@@ -425,7 +425,7 @@ func TestAPITable(t *testing.T) {
 
 func TestAPIDiscovery(t *testing.T) {
 	objs, fp := testCluster()
-	h := newServer(t, objs, fp)
+	h := newServer(t, objs, fp.client(t))
 	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1", "")
 	if code != http.StatusOK {
 		t.Fatalf("discovery: %d %s", code, body)
@@ -451,7 +451,7 @@ func TestAPIDiscovery(t *testing.T) {
 func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	objs, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp)})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 
 func TestNewAdapterRequiresObjects(t *testing.T) {
 	rs := compileRules(t, testConfig)
-	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](&fakeProm{})}}); err == nil || !strings.Contains(err.Error(), "Objects") {
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier]((&fakeProm{}).client(t))}}); err == nil || !strings.Contains(err.Error(), "Objects") {
 		t.Errorf("NewAdapter without the object cache = %v, want an error naming Objects", err)
 	}
 }
@@ -525,7 +525,7 @@ func TestAPIFollowsReload(t *testing.T) {
 	objs, fp := testCluster()
 	var current atomic.Pointer[rules.RuleSet]
 	current.Store(compileRules(t, testConfig))
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Backends: promclient.Single[promclient.SampleQuerier](fp)})
+	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))})
 	if err != nil {
 		t.Fatal(err)
 	}

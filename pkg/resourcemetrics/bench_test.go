@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -15,13 +17,14 @@ import (
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/rules"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
-// replayProm answers each distinct query with a body computed once by a
-// fakeProm and then replayed, so that benchmarks measure the adapter and
-// the HTTP round trip, not the fake's evaluation.
+// replayProm answers each distinct query with the body the fake
+// Prometheus (fake) gave it once, then replayed, so that benchmarks
+// measure the adapter and the HTTP round trip, not the fake's evaluation.
 type replayProm struct {
-	fake *fakeProm
+	fake *promtest.Server
 	mu   sync.Mutex
 	body map[string]string
 }
@@ -31,11 +34,16 @@ func (r *replayProm) answer(q string) (int, string) {
 	b, ok := r.body[q]
 	r.mu.Unlock()
 	if !ok {
-		code, body := r.fake.answer(q)
-		if code != http.StatusOK {
-			return code, body
+		resp, err := r.fake.Client().Get(r.fake.URL + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return http.StatusBadGateway, err.Error()
 		}
-		b = body
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return http.StatusBadGateway, fmt.Sprintf("%d %s %v", resp.StatusCode, data, err)
+		}
+		b = string(data)
 		r.mu.Lock()
 		r.body[q] = b
 		r.mu.Unlock()
@@ -64,7 +72,7 @@ func bigCluster(namespaces, podsPerNS int) (*fakeObjects, *fakeProm) {
 }
 
 func benchClient(b *testing.B, fp *fakeProm) *promclient.Client {
-	r := &replayProm{fake: fp, body: map[string]string{}}
+	r := &replayProm{fake: fp.start(b), body: map[string]string{}}
 	return newPromClient(b, r.answer)
 }
 
@@ -92,7 +100,7 @@ func (s staticQuerier) QuerySamples(_ context.Context, q string, _ time.Time) (p
 func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
-	rec := &fakeProm{ts: fp.ts, series: fp.series}
+	rec := fp.client(b)
 	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](rec)})
 	if err != nil {
 		b.Fatal(err)
@@ -102,9 +110,10 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	static := staticQuerier{}
-	for _, q := range rec.Queries() {
-		vec, _ := fp.eval(q)
-		static[q] = toSamples(vec)
+	for _, q := range fp.Queries() {
+		if static[q], err = rec.QuerySamples(ctx, q, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](static)})
 	if err != nil {

@@ -70,7 +70,7 @@ func newAdapterCluster(t *testing.T, opts objectcache.Options, run bool, pods []
 	}
 	_, fp := testCluster()
 	rs := compileRules(t, testConfig)
-	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp)}})
+	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))}})
 	if err != nil {
 		t.Fatalf("NewAdapter: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -71,18 +72,11 @@ func newSource(t *testing.T, q promclient.SampleQuerier, maxNames int) *resource
 	return s
 }
 
-// forEachQuerier runs test with each querier a Source must answer alike
-// from, each over its own fake (fp, whose Queries are the queries sent):
-// the fake itself, and the real client talking to the fake over HTTP.
+// forEachQuerier runs test over a new fake (fp, whose Queries are the
+// queries sent) with the project's client of it.
 func forEachQuerier(t *testing.T, newFake func() *fakeProm, test func(t *testing.T, fp *fakeProm, q promclient.SampleQuerier)) {
-	t.Run("fake", func(t *testing.T) {
-		fp := newFake()
-		test(t, fp, fp)
-	})
-	t.Run("promclient.Client", func(t *testing.T) {
-		fp := newFake()
-		test(t, fp, newPromClient(t, fp.answer))
-	})
+	fp := newFake()
+	test(t, fp, fp.client(t))
 }
 
 func TestGetPodMetrics(t *testing.T) {
@@ -271,7 +265,7 @@ func withLabel(s series, name, value string) series {
 
 func TestGetPodMetricsCopiesLabels(t *testing.T) {
 	fp := &fakeProm{ts: sampleTime, series: []series{podSeries("cpu", "a", "p", "c", 0.1), podSeries("memory", "a", "p", "c", 1)}}
-	s := newSource(t, fp, 0)
+	s := newSource(t, fp.client(t), 0)
 	got, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", map[string]string{"app": "web"})})
 	if err != nil {
 		t.Fatalf("GetPodMetrics: %v", err)
@@ -459,25 +453,30 @@ func TestGetNodeMetrics(t *testing.T) {
 }
 
 func TestSourceErrors(t *testing.T) {
-	promErr := &promclient.Error{Endpoint: "query", Outcome: "server_error", StatusCode: 503, Err: errors.New("overloaded")}
+	// isPromErr reports whether err wraps the client's error of the
+	// fake's 503.
+	isPromErr := func(err error) bool {
+		var pe *promclient.Error
+		return errors.As(err, &pe) && pe.StatusCode == http.StatusServiceUnavailable && strings.Contains(pe.Error(), "overloaded")
+	}
 	t.Run("a Prometheus error is an error, never an empty answer", func(t *testing.T) {
-		fp := &fakeProm{ts: sampleTime, err: promErr}
-		s := newSource(t, fp, 0)
+		fp := &fakeProm{ts: sampleTime, err: errors.New("overloaded")}
+		s := newSource(t, fp.client(t), 0)
 		_, err := s.GetPodMetrics(context.Background(), []*metav1.PartialObjectMetadata{pod("a", "p", nil)})
 		var qe *resourcemetrics.QueryError
-		if !errors.As(err, &qe) || !errors.Is(err, promErr) {
+		if !errors.As(err, &qe) || !isPromErr(err) {
 			t.Fatalf("GetPodMetrics error = %v, want a QueryError wrapping the Prometheus error", err)
 		}
 		if qe.Namespace != "a" || !strings.HasPrefix(qe.Path, "resourceRules.") {
 			t.Errorf("QueryError = %+v, want namespace a and a resourceRules path", qe)
 		}
-		if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !errors.Is(err, promErr) {
+		if _, err := s.GetNodeMetrics(context.Background(), []*metav1.PartialObjectMetadata{node("n")}); !isPromErr(err) {
 			t.Errorf("GetNodeMetrics error = %v, want the Prometheus error", err)
 		}
 	})
 	t.Run("no resourceRules", func(t *testing.T) {
 		rs := compileRules(t, "rules: []\n")
-		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](&fakeProm{})})
+		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier]((&fakeProm{}).client(t))})
 		if err != nil {
 			t.Fatalf("NewSource: %v", err)
 		}
@@ -490,7 +489,7 @@ func TestSourceErrors(t *testing.T) {
 	})
 	t.Run("canceled request", func(t *testing.T) {
 		fp := &fakeProm{ts: sampleTime}
-		s := newSource(t, fp, 0)
+		s := newSource(t, fp.client(t), 0)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		var pods []*metav1.PartialObjectMetadata
@@ -513,7 +512,7 @@ func TestSourceErrors(t *testing.T) {
 
 // countingQuerier records the most queries in flight at once.
 type countingQuerier struct {
-	inner                 *fakeProm
+	inner                 promclient.SampleQuerier
 	mu                    sync.Mutex
 	inFlight, maxInFlight int
 }
@@ -542,7 +541,7 @@ func TestParallelismBound(t *testing.T) {
 	}
 	for _, parallelism := range []int{1, 3} {
 		t.Run(fmt.Sprint(parallelism), func(t *testing.T) {
-			cq := &countingQuerier{inner: fp}
+			cq := &countingQuerier{inner: fp.client(t)}
 			rs := compileRules(t, testConfig)
 			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](cq), Parallelism: parallelism})
 			if err != nil {

@@ -7,7 +7,8 @@
 // discovery query (count by / sum by over label_replace over
 // last_over_time(SELECTOR[d])) the way Prometheus does. Instant queries
 // can also be answered with a fixed vector per query (Answer) or by a
-// function of the query (HandleQuery); requests can be held (Hold) to
+// function of the query (HandleQuery), or evaluated over samples with
+// values (SetSamples); requests can be held (Hold) to
 // test coalescing and timeouts, made to fail or hang (Fail), and are
 // recorded (Queries, Calls, Requests). A test of the HTTP client itself
 // (methods, headers, bodies, broken answers) answers every request with
@@ -73,6 +74,8 @@ type Server struct {
 	failures map[string]Failure
 	dropName bool
 	answers  map[string]model.Vector
+	samples  model.Vector // SetSamples
+	ignored  []string
 	handle   func(query string) (int, string)
 	handler  http.HandlerFunc // when set, answers every request
 	requests []Request
@@ -248,6 +251,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f, failing := s.failures[endpoint]
 	series, dropName := s.series, s.dropName
 	answer, answered := s.answers[r.Form.Get("query")]
+	samples, ignored := s.samples, s.ignored
 	handler, handle, gate, arrived := s.handler, s.handle, s.gate, s.arrived
 	s.mu.Unlock()
 	if arrived != nil {
@@ -275,6 +279,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(body))
 	case endpoint == Query && answered:
 		writeData(w, map[string]any{"resultType": "vector", "result": answer})
+	case endpoint == Query && samples != nil:
+		res, err := evalSamples(samples, ignored, r.Form.Get("query"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeData(w, map[string]any{"resultType": "vector", "result": res})
 	default:
 		answerSeries(w, r, endpoint, series, dropName)
 	}
