@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/reload"
+	"github.com/promscaler/promscaler/test/promtest"
 )
 
 // TestReadinessDetailsFollowBackendsReload: the readiness details read the
@@ -20,12 +20,12 @@ import (
 // adds is reported when it is down, and one the reload removes is no
 // longer; a backends file rejected on reload is a line as a rules file is.
 func TestReadinessDetailsFollowBackendsReload(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
-	}))
+	up := promtest.New(nil)
 	defer up.Close()
-	down := httptest.NewServer(http.NotFoundHandler())
+	up.HandleQuery(func(string) (int, string) {
+		return http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[]}}`
+	})
+	down := promtest.New(nil)
 	downURL := down.URL
 	down.Close() // connections refused from now on
 
