@@ -187,6 +187,8 @@ type Options struct {
 	Clock clock.WithTicker
 	// Metrics records discovery metrics; nil creates a private set.
 	Metrics *metrics.Metrics
+	// MaxTeamRuleMetrics is IndexOptions.MaxTeamRuleMetrics.
+	MaxTeamRuleMetrics int
 }
 
 // Discoverer runs discovery: once when Run starts, then every Interval and
@@ -206,6 +208,7 @@ type Discoverer struct {
 	strategy    Strategy
 	concurrency int
 	scoper      Scoper
+	maxTeam     int
 	clock       clock.WithTicker
 	metrics     *metrics.Metrics
 
@@ -217,6 +220,10 @@ type Discoverer struct {
 	trigger chan struct{}
 
 	// Owned by the goroutine running passes (mu serialises RunOnce callers).
+	// onRefused, when set (SetOnRefused), is told each pass's refused team
+	// rules; d.mu guards it.
+	onRefused func([]RefusedRule)
+
 	mu        sync.Mutex
 	lastGood  map[string]fetchResult
 	conflicts map[string]bool
@@ -310,6 +317,7 @@ func New(opts Options) (*Discoverer, error) {
 		strategy:    opts.Strategy,
 		concurrency: opts.Concurrency,
 		scoper:      opts.Scoper,
+		maxTeam:     opts.MaxTeamRuleMetrics,
 		clock:       opts.Clock,
 		metrics:     opts.Metrics,
 		trigger:     make(chan struct{}, 1),
@@ -620,6 +628,15 @@ func presenceLabels(labels, nsLabels []string) []string {
 	return slices.Compact(out)
 }
 
+// SetOnRefused makes every later pass tell f the team rules it refused for
+// producing too many metrics (Index.RefusedRules), e.g. to record an event
+// on their ConfigMaps.
+func (d *Discoverer) SetOnRefused(f func([]RefusedRule)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onRefused = f
+}
+
 // RunOnce runs one discovery pass and publishes its index. It returns the
 // failures of the pass, joined (the index is published anyway, with the
 // last good results of failed seriesQueries). Run calls it; tools and tests
@@ -639,8 +656,11 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 		return errors.Join(failed...)
 	}
 
-	idx := BuildIndex(in, IndexOptions{Scoper: d.scoper})
+	idx := BuildIndex(in, IndexOptions{Scoper: d.scoper, MaxTeamRuleMetrics: d.maxTeam})
 	d.index.Store(idx)
+	if refused := idx.RefusedRules(); len(refused) > 0 && d.onRefused != nil {
+		d.onRefused(refused)
+	}
 	d.record(rs, idx, failed, start)
 	complete, pending := d.recordBackends(backends)
 	d.pending.Store(&pending)

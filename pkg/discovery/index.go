@@ -121,7 +121,32 @@ type Index struct {
 	unscoped    map[string][]Entry
 	conflicts   []Conflict
 	ruleMetrics map[string]int
+	refused     []RefusedRule
 }
+
+// DefaultMaxTeamRuleMetrics bounds the distinct metric names one team rule
+// (rules.Rule.Tenant) may produce (IndexOptions.MaxTeamRuleMetrics): a
+// team's rule names a few metrics; one whose seriesQuery and name.matches
+// take everything (a {__name__=~".+"} rule listed 20,095 metrics, a
+// 2.4 MB discovery document) serves none.
+const DefaultMaxTeamRuleMetrics = 100
+
+// RefusedRule is a team rule that produced more distinct metric names than
+// the limit in one discovery: it serves none of them.
+type RefusedRule struct {
+	Rule           *rules.Rule
+	Metrics, Limit int
+}
+
+// Error implements error: the rule, its count and the limit.
+func (r RefusedRule) Error() string {
+	return fmt.Sprintf("team rule %s produces %d metrics, more than the limit of %d metrics per team rule: it serves none (narrow its seriesQuery or name.matches)",
+		r.Rule.Path(), r.Metrics, r.Limit)
+}
+
+// RefusedRules returns the team rules refused for producing too many
+// metrics, in the order of BuildIndex's input.
+func (x *Index) RefusedRules() []RefusedRule { return slices.Clone(x.refused) }
 
 // EmptyIndex returns an index serving nothing.
 func EmptyIndex() *Index {
@@ -284,6 +309,10 @@ type IndexOptions struct {
 	// Scoper decides which resources are cluster-scoped; nil means
 	// DefaultScoper.
 	Scoper Scoper
+	// MaxTeamRuleMetrics bounds the distinct metric names of one team
+	// rule; one producing more serves none (Index.RefusedRules). 0 means
+	// DefaultMaxTeamRuleMetrics; negative, no bound.
+	MaxTeamRuleMetrics int
 }
 
 // candidateBuilder accumulates one candidate's namespaces.
@@ -294,6 +323,8 @@ type candidateBuilder struct {
 }
 
 type builder struct {
+	maxTeam  int
+	refused  []RefusedRule
 	scoper   Scoper
 	scopes   map[schema.GroupResource]bool
 	custom   map[customKey]map[candKey]*candidateBuilder
@@ -326,6 +357,7 @@ type nameResult struct {
 // label is empty exist in no namespace and are not served.
 func BuildIndex(in []RuleSeries, opts IndexOptions) *Index {
 	b := &builder{
+		maxTeam:  opts.MaxTeamRuleMetrics,
 		scoper:   opts.Scoper,
 		scopes:   map[schema.GroupResource]bool{},
 		custom:   map[customKey]map[candKey]*candidateBuilder{},
@@ -334,13 +366,18 @@ func BuildIndex(in []RuleSeries, opts IndexOptions) *Index {
 	if b.scoper == nil {
 		b.scoper = DefaultScoper{}
 	}
+	if b.maxTeam == 0 {
+		b.maxTeam = DefaultMaxTeamRuleMetrics
+	}
 	for _, rs := range in {
 		if rs.Rule == nil {
 			continue
 		}
 		b.addRule(rs.Rule, rs.Series)
 	}
-	return b.finish()
+	x := b.finish()
+	x.refused = b.refused
+	return x
 }
 
 func (b *builder) clusterScoped(gr schema.GroupResource) bool {
@@ -354,6 +391,12 @@ func (b *builder) clusterScoped(gr schema.GroupResource) bool {
 
 func (b *builder) addRule(r *rules.Rule, series []rules.Series) {
 	names := map[string]nameResult{}
+	if r.Tenant() != "" && b.maxTeam > 0 {
+		if n := nameAll(r, series, names); n > b.maxTeam {
+			b.refused = append(b.refused, RefusedRule{Rule: r, Metrics: n, Limit: b.maxTeam})
+			return
+		}
+	}
 	nsLabel := ""
 	if l, err := r.Resources().LabelForResource(rules.NamespaceResource); err == nil {
 		nsLabel = l
@@ -361,14 +404,7 @@ func (b *builder) addRule(r *rules.Rule, series []rules.Series) {
 	lr := labelResolver{m: r.Resources(), cache: map[model.LabelName]labelResource{}}
 	var buf []schema.GroupResource
 	for _, s := range series {
-		nr, seen := names[s.Name]
-		if !seen {
-			if r.KeepSeries(s.Name) {
-				m, err := r.MetricNameForSeries(s.Name)
-				nr = nameResult{metric: m, ok: err == nil && m != ""}
-			}
-			names[s.Name] = nr
-		}
+		nr := nameSeries(r, s.Name, names)
 		if !nr.ok {
 			continue
 		}
@@ -400,6 +436,31 @@ func (b *builder) addRule(r *rules.Rule, series []rules.Series) {
 			}
 		}
 	}
+}
+
+// nameSeries is r's metric name for series name, memoised in names.
+func nameSeries(r *rules.Rule, name string, names map[string]nameResult) nameResult {
+	nr, seen := names[name]
+	if !seen {
+		if r.KeepSeries(name) {
+			m, err := r.MetricNameForSeries(name)
+			nr = nameResult{metric: m, ok: err == nil && m != ""}
+		}
+		names[name] = nr
+	}
+	return nr
+}
+
+// nameAll names every series (nameSeries) and returns the number of
+// distinct metric names.
+func nameAll(r *rules.Rule, series []rules.Series, names map[string]nameResult) int {
+	metrics := map[string]struct{}{}
+	for _, s := range series {
+		if nr := nameSeries(r, s.Name, names); nr.ok {
+			metrics[nr.metric] = struct{}{}
+		}
+	}
+	return len(metrics)
 }
 
 // labelResource is a memoised ResourceMapper.ResourceForLabel answer.

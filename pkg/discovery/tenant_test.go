@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/promscaler/promscaler/pkg/rules"
@@ -99,5 +100,71 @@ externalRules:
 		if len(c.Namespaces) != 1 || c.Namespaces[0] != "a" {
 			t.Errorf("team candidate namespaces %v, want [a]", c.Namespaces)
 		}
+	}
+}
+
+// A team rule producing more distinct metrics than the limit serves none of
+// them and is reported (RefusedRules, with its count and the limit); one
+// within it, and a cluster-wide rule however many it produces, are served.
+func TestTeamRuleMetricsLimit(t *testing.T) {
+	t.Parallel()
+	const ruleList = `
+rules:
+- seriesQuery: '{__name__=~"^.*_total$"}'
+  resources: {template: <<.Resource>>}
+`
+	e, err := tenancy.New(tenancy.DefaultLabel, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := ruletest.Compile(t, ruleList).ConfineTo(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := rules.Merge([]*rules.RuleSet{ruletest.Compile(t, ruleList), team}) // the team's rule last: the winner
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, tr := both.CustomRules()[0], both.CustomRules()[1]
+	var three []rules.Series
+	for _, name := range []string{"x_total", "y_total", "z_total", "z_total"} {
+		three = append(three, ser(name, "namespace", "a", "pod", "p"))
+	}
+	for _, tt := range []struct {
+		name    string
+		limit   int
+		series  []rules.Series
+		refused bool
+	}{
+		{"over the limit", 2, three, true},
+		{"at the limit", 3, three, false},
+		{"no limit", -1, three, false},
+		{"the default", 0, three, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := BuildIndex([]RuleSeries{{Rule: cluster, Series: three}, {Rule: tr, Series: tt.series}}, IndexOptions{MaxTeamRuleMetrics: tt.limit})
+			got, ok := x.Custom(pods, "a", "x_total")
+			if !ok {
+				t.Fatal("x_total not served in a")
+			}
+			if served := got.Rule == tr; served == tt.refused {
+				t.Errorf("x_total in a served by %s; team rule refused: %t", got.Rule.Path(), tt.refused)
+			}
+			refused := x.RefusedRules()
+			if !tt.refused {
+				if len(refused) > 0 {
+					t.Errorf("refused %v, want none", refused)
+				}
+				return
+			}
+			if len(refused) != 1 || refused[0].Rule != tr || refused[0].Metrics != 3 || refused[0].Limit != tt.limit {
+				t.Fatalf("refused %+v, want the team rule with 3 metrics and limit %d", refused, tt.limit)
+			}
+			for _, want := range []string{tr.Path(), "produces 3 metrics", "limit of 2 metrics per team rule"} {
+				if !strings.Contains(refused[0].Error(), want) {
+					t.Errorf("%q does not say %q", refused[0].Error(), want)
+				}
+			}
+		})
 	}
 }

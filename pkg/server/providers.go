@@ -60,6 +60,14 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, err
 	}
+	if team != nil {
+		// A team rule producing too many metrics: an event on its ConfigMap.
+		disc.SetOnRefused(func(refused []discovery.RefusedRule) {
+			for _, r := range refused {
+				team.RuleRefused(r.Rule.File(), r)
+			}
+		})
+	}
 	readiness := disc.Checker()
 	ours := ourMetrics{disc: disc, mapper: mapper}
 	providers := &Providers{

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -122,6 +123,10 @@ type state struct {
 	serving   bool
 	rejected  [sha256.Size]byte // last data refused
 	hasRej    bool
+	// uid is the ConfigMap's; reported are the refusals of its rules in
+	// service already recorded (RuleRefused).
+	uid      types.UID
+	reported map[string]bool
 }
 
 // Watcher watches the team rules ConfigMaps and hands their rules to the
@@ -315,6 +320,7 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 		return
 	}
 	st.inService, st.serving, st.hasRej = sum, true, false
+	st.uid, st.reported = cm.UID, nil
 	w.rejected.WithLabelValues(sourceName(key)).Set(0)
 	w.metrics.ConfigReloads.WithLabelValues(metrics.OutcomeSuccess).Inc()
 	w.metrics.ConfigLastReloadSuccess.Set(float64(w.clock.Now().Unix()))
@@ -324,6 +330,33 @@ func (w *Watcher) Apply(cm *corev1.ConfigMap) {
 	msg := fmt.Sprintf("%d custom and %d external rules serve namespace %s", len(rs.CustomRules()), len(rs.ExternalRules()), cm.Namespace)
 	klog.InfoS("Team rules loaded", "configmap", klog.KObj(cm), "custom", len(rs.CustomRules()), "external", len(rs.ExternalRules()))
 	w.recorder.Event(cm, corev1.EventTypeNormal, ReasonLoaded, msg)
+}
+
+// RuleRefused records that discovery refused a team rule in service (err
+// says why and names the limit) from file (rules.Rule.File:
+// configmap/<namespace>/<name>/<key>): a RulesRejected event on its
+// ConfigMap and a log line, once per message for each version in service.
+func (w *Watcher) RuleRefused(file string, err error) {
+	rest, ok := strings.CutPrefix(file, "configmap/")
+	parts := strings.SplitN(rest, "/", 3)
+	if !ok || len(parts) < 3 {
+		return
+	}
+	key, msg := parts[0]+"/"+parts[1], err.Error()
+	w.mu.Lock()
+	st := w.states[key]
+	if st == nil || !st.serving || st.reported[msg] {
+		w.mu.Unlock()
+		return
+	}
+	if st.reported == nil {
+		st.reported = map[string]bool{}
+	}
+	st.reported[msg] = true
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: parts[0], Name: parts[1], UID: st.uid}}
+	w.mu.Unlock()
+	klog.ErrorS(err, "Team rule refused by discovery", "configmap", klog.KObj(cm))
+	w.recorder.Event(cm, corev1.EventTypeWarning, ReasonRejected, truncate.String(msg, maxEventMessage))
 }
 
 // allowedBackends are the named backends ns's team rules may use: those of

@@ -2,6 +2,7 @@ package teamrules
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -331,5 +332,31 @@ func TestTemplateBombRejected(t *testing.T) {
 	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning RulesRejected team rules ConfigMap a/bomb rejected, no previous version is in service: configmap/a/bomb/rules.yaml:7:") ||
 		!strings.Contains(ev[0], "more than 1000 template calls") {
 		t.Errorf("events %q, want one RulesRejected naming configmap/a/bomb/rules.yaml:7 and the bound", ev)
+	}
+}
+
+// A team rule in service that discovery refuses (too many metrics) gets a
+// RulesRejected event on its ConfigMap naming the limit, once per message
+// for each version in service; a file of no ConfigMap in service gets none.
+func TestRuleRefused(t *testing.T) {
+	w, _, rec, _ := newTestWatcher(t, Options{})
+	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": goodRules}))
+	_ = events(rec)
+	refusal := errors.New("team rule configmap/a/rules/rules.yaml:rules[0] produces 150 metrics, more than the limit of 100 metrics per team rule: it serves none")
+	for range 3 { // every discovery pass reports it
+		w.RuleRefused("configmap/a/rules/rules.yaml", refusal)
+	}
+	w.RuleRefused("configmap/b/rules/rules.yaml", refusal)
+	ev := events(rec)
+	if len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning RulesRejected ") || !strings.Contains(ev[0], "more than the limit of 100 metrics per team rule") {
+		t.Errorf("events %q, want one RulesRejected naming the limit", ev)
+	}
+	// A new version in service is reported again.
+	rule := strings.TrimPrefix(goodRules, "rules:\n")
+	w.Apply(configMap("a", "rules", map[string]string{"rules.yaml": "rules:\n" + rule + rule}))
+	_ = events(rec)
+	w.RuleRefused("configmap/a/rules/rules.yaml", refusal)
+	if ev := events(rec); len(ev) != 1 {
+		t.Errorf("events after a new version %q, want one", ev)
 	}
 }
