@@ -230,44 +230,59 @@ func (a *autoscalers) waitLeader(ctx context.Context, timeout time.Duration, not
 	return nil, fmt.Errorf("no autoscaler replica leads after %v", timeout)
 }
 
-// scaleWrite is one /scale write from the audit log.
-type scaleWrite struct {
-	at   time.Time
-	user string
+// auditEvent is what the suite reads of one kube-apiserver audit event.
+type auditEvent struct {
+	Stage     string                    `json:"stage"`
+	Verb      string                    `json:"verb"`
+	User      struct{ Username string } `json:"user"`
+	ObjectRef struct {
+		Resource, Namespace, Name, Subresource string
+	} `json:"objectRef"`
+	ResponseStatus  struct{ Code int } `json:"responseStatus"`
+	RequestReceived time.Time          `json:"requestReceivedTimestamp"`
 }
 
-func (s *stack) scaleWrites(t *testing.T) []scaleWrite {
+// auditEvents reads the completed requests (stage ResponseComplete) of
+// kube-apiserver's audit log that keep says to keep.
+func (s *stack) auditEvents(t *testing.T, keep func(auditEvent) bool) []auditEvent {
 	t.Helper()
 	f, err := os.Open(s.auditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []scaleWrite
+	var out []auditEvent
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var ev struct {
-			Stage     string                    `json:"stage"`
-			Verb      string                    `json:"verb"`
-			User      struct{ Username string } `json:"user"`
-			ObjectRef struct {
-				Resource, Namespace, Subresource string
-			} `json:"objectRef"`
-			ResponseStatus  struct{ Code int } `json:"responseStatus"`
-			StageTimestamp  time.Time          `json:"stageTimestamp"`
-			RequestReceived time.Time          `json:"requestReceivedTimestamp"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !keep(ev) {
 			continue
 		}
-		if ev.ObjectRef.Namespace != scaleNamespace || ev.ObjectRef.Resource != "deployments" || ev.ObjectRef.Subresource != "scale" {
-			continue
-		}
-		if ev.ResponseStatus.Code/100 != 2 {
-			continue
-		}
-		out = append(out, scaleWrite{at: ev.RequestReceived, user: ev.User.Username})
+		out = append(out, ev)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading the audit log: %v", err)
+	}
+	return out
+}
+
+// scaleWrite is one /scale write from the audit log.
+type scaleWrite struct {
+	at   time.Time
+	user string
+}
+
+// scaleWrites lists the successful /scale writes of the scaled namespace.
+func (s *stack) scaleWrites(t *testing.T) []scaleWrite {
+	t.Helper()
+	evs := s.auditEvents(t, func(ev auditEvent) bool {
+		return ev.ObjectRef.Namespace == scaleNamespace && ev.ObjectRef.Resource == "deployments" &&
+			ev.ObjectRef.Subresource == "scale" && ev.ResponseStatus.Code/100 == 2
+	})
+	out := make([]scaleWrite, len(evs))
+	for i, ev := range evs {
+		out[i] = scaleWrite{at: ev.RequestReceived, user: ev.User.Username}
 	}
 	return out
 }
@@ -437,30 +452,13 @@ func pausedLeader(t *testing.T, fx *faultRun, a *autoscalers) (time.Time, string
 // user since a time, from the audit log: "verb code" each.
 func (s *stack) leaseWrites(t *testing.T, user string, since time.Time) []string {
 	t.Helper()
-	f, err := os.Open(s.auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Stage           string                                     `json:"stage"`
-			Verb            string                                     `json:"verb"`
-			User            struct{ Username string }                  `json:"user"`
-			ObjectRef       struct{ Resource, Namespace, Name string } `json:"objectRef"`
-			ResponseStatus  struct{ Code int }                         `json:"responseStatus"`
-			RequestReceived time.Time                                  `json:"requestReceivedTimestamp"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != user {
-			continue
-		}
-		if ev.ObjectRef.Resource != "leases" || ev.ObjectRef.Name != "promscaler-autoscaler" || ev.RequestReceived.Before(since) {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%s %d", ev.Verb, ev.ResponseStatus.Code))
+	evs := s.auditEvents(t, func(ev auditEvent) bool {
+		return ev.User.Username == user && ev.ObjectRef.Resource == "leases" &&
+			ev.ObjectRef.Name == "promscaler-autoscaler" && !ev.RequestReceived.Before(since)
+	})
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = fmt.Sprintf("%s %d", ev.Verb, ev.ResponseStatus.Code)
 	}
 	return out
 }
