@@ -197,7 +197,10 @@ type Options struct {
 // every distinct seriesQuery once, builds a new Index and publishes it
 // atomically. A seriesQuery that fails keeps its last good answer (the
 // rules using it keep serving what they served); the failure is logged once
-// per pass and counted per rule.
+// per pass and counted per rule. A backend that answers no series at all
+// after it had some (a Prometheus restarted after an outage longer than the
+// max age, before its first scrape) keeps its last good results until its
+// answers have been empty for the max age.
 //
 // Index, Ready and Checker are safe to call from any goroutine and never
 // wait for discovery.
@@ -227,6 +230,9 @@ type Discoverer struct {
 	mu        sync.Mutex
 	lastGood  map[string]fetchResult
 	conflicts map[string]bool
+	// emptySince is, per backend, when its answers went from some series
+	// to none for every seriesQuery (see holdEmptied).
+	emptySince map[string]time.Time
 
 	fbMu     sync.Mutex
 	variants map[string]queryVariant // per plan key, once the standard query failed
@@ -324,6 +330,7 @@ func New(opts Options) (*Discoverer, error) {
 		lastGood:    map[string]fetchResult{},
 		variants:    map[string]queryVariant{},
 		conflicts:   map[string]bool{},
+		emptySince:  map[string]time.Time{},
 		misses:      map[string]*missState{},
 	}
 	if d.maxAge == 0 {
@@ -650,6 +657,7 @@ func (d *Discoverer) RunOnce(ctx context.Context) error {
 	plans := d.plans(rs)
 
 	results, errs := d.fetchAll(ctx, plans, start)
+	d.holdEmptied(plans, results, errs, start)
 	in, backends, failed := d.collect(plans, results, errs)
 	if ctx.Err() != nil && len(failed) > 0 {
 		// Shutting down: do not publish a pass cut short.
@@ -729,6 +737,72 @@ func (d *Discoverer) collect(plans []*plan, results []fetchResult, errs []error)
 		}
 	}
 	return in, backends, failed
+}
+
+// holdEmptied keeps the last good results of a backend whose answers, for
+// every seriesQuery it answered, went from some series to none, until they
+// have been empty for the max age (one discovery window). That is what a
+// Prometheus restarted after an outage longer than the window answers until
+// its first scrape: its newest samples are older than the window, so the
+// label endpoints and last_over_time find nothing, though every series is
+// still there and its queries answer. Believing it at once turned every
+// known metric into a 404 for up to a relist interval; a metric that really
+// disappears now goes one window later. A backend answering some series for
+// any seriesQuery is believed at once, as one whose series vanish one by one.
+func (d *Discoverer) holdEmptied(plans []*plan, results []fetchResult, errs []error, now time.Time) {
+	type backendAnswers struct{ anyRows, emptied bool }
+	byBackend := map[string]*backendAnswers{}
+	for i, p := range plans {
+		b := byBackend[p.backend]
+		if b == nil {
+			b = &backendAnswers{}
+			byBackend[p.backend] = b
+		}
+		if errs[i] != nil {
+			continue
+		}
+		if !results[i].empty() {
+			b.anyRows = true
+		} else if last, ok := d.lastGood[p.key]; ok && !last.empty() {
+			b.emptied = true
+		}
+	}
+	for name, b := range byBackend {
+		if b.anyRows || !b.emptied {
+			delete(d.emptySince, name)
+			continue
+		}
+		since, ok := d.emptySince[name]
+		if !ok {
+			since = now
+			d.emptySince[name] = now
+		}
+		if now.Sub(since) >= d.maxAge {
+			continue
+		}
+		klog.InfoS("Backend answered no series for any seriesQuery after it had some; keeping the last good series until its answers have been empty for the max age",
+			"backend", name, "emptyFor", now.Sub(since), "maxAge", d.maxAge)
+		for i, p := range plans {
+			if p.backend == name && errs[i] == nil {
+				if last, ok := d.lastGood[p.key]; ok {
+					results[i] = last
+				}
+			}
+		}
+	}
+}
+
+// empty reports whether the answer has no series at all.
+func (f fetchResult) empty() bool {
+	if len(f.rows) > 0 {
+		return false
+	}
+	for _, rows := range f.perRule {
+		if len(rows) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // keepLastGood records a failed seriesQuery (metrics, log, its backend's

@@ -706,3 +706,48 @@ func TestRefreshBudget(t *testing.T) {
 	}
 	s.wantPasses(t, before+7, "after the relist")
 }
+
+// A Prometheus restarted after an outage longer than the discovery window
+// answers no series at all until its first scrape (its newest samples are
+// older than the window), though its queries still answer: the metrics
+// discovered before must stay known (issue 32: 61-88 404s in the second
+// after a 15 s outage), until the answers have been empty for the max age.
+func TestEmptiedBackendKeepsLastGood(t *testing.T) {
+	t.Parallel()
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, strategy := range discovery.Strategies {
+		t.Run(strategy.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, testConfig, testSeries(), strategy)
+			s.runOnce(t)
+			known := func() bool {
+				_, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate")
+				return ok
+			}
+			if !known() {
+				t.Fatal("fpm_active_rate not discovered")
+			}
+			steps := []struct {
+				name      string
+				series    []model.LabelSet
+				advance   time.Duration
+				wantKnown bool
+			}{
+				{"every answer empty", nil, 0, true},
+				{"still empty within the max age", nil, 4 * time.Minute, true},
+				{"series back", testSeries(), 2 * time.Minute, true},
+				{"empty again: the max age counts from now", nil, time.Second, true},
+				{"empty for the max age", nil, 5 * time.Minute, false},
+				{"another seriesQuery answers: believed at once", append(testSeries()[:0:0], ls("__name__", "node_load1", "instance", "n3")), 0, false},
+			}
+			for _, st := range steps {
+				s.fake.SetSeries(st.series)
+				s.clock.Step(st.advance)
+				s.runOnce(t)
+				if got := known(); got != st.wantKnown {
+					t.Fatalf("%s: fpm_active_rate known %v, want %v", st.name, got, st.wantKnown)
+				}
+			}
+		})
+	}
+}

@@ -61,6 +61,13 @@ func TestPrometheusRestarts(t *testing.T) {
 			case r.recovery > maxRestartRecovery:
 				t.Errorf("first correct answer %v after Prometheus was ready again, want at most %v", r.recovery, maxRestartRecovery)
 			}
+			// A metric known before the outage is unavailable while
+			// Prometheus is down, never unknown: no 404 (issue 32: 61-88
+			// in the second after a 15 s outage, discovery believing the
+			// restarted Prometheus' empty answers).
+			if n := r.during.errors["404"] + r.after.errors["404"]; n > 0 {
+				t.Errorf("%d requests for a metric known before the outage answered 404", n)
+			}
 			if r.during.wrong+r.after.wrong > 0 {
 				t.Errorf("%d wrong values: %q", r.during.wrong+r.after.wrong, r.during.wrongBodies)
 			}
