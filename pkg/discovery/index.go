@@ -140,7 +140,7 @@ type RefusedRule struct {
 
 // Error implements error: the rule, its count and the limit.
 func (r RefusedRule) Error() string {
-	return fmt.Sprintf("team rule %s produces %d metrics, more than the limit of %d metrics per team rule: it serves none (narrow its seriesQuery or name.matches)",
+	return fmt.Sprintf("team rule %s produces %d metrics, more than the limit of %d metrics per team rule (--team-rules-max-metrics-per-rule): it serves none (narrow its seriesQuery or name.matches)",
 		r.Rule.Path(), r.Metrics, r.Limit)
 }
 

@@ -84,6 +84,10 @@ type ServerOptions struct {
 	// TeamRulesMaxRules and TeamRulesMaxConfigMaps bound a ConfigMap's
 	// rules and the ConfigMaps in service.
 	TeamRulesMaxRules, TeamRulesMaxConfigMaps int
+	// TeamRulesMaxWaiting is every backend's GuardConfig.MaxWaitingPerTeam:
+	// the requests of one namespace's team rules waiting on its answers
+	// (0: a quarter of the backend's waiting bound).
+	TeamRulesMaxWaiting int
 	// SchedulesFile is --schedules-config (schedules.go).
 	SchedulesFile string
 	// DownstreamConfig is the file of the downstream metrics servers
@@ -118,7 +122,7 @@ func NewServerOptions() *ServerOptions {
 	return &ServerOptions{
 		Base:                 base,
 		Prometheus:           promclient.NewOptions(),
-		Discovery:            discovery.Options{Interval: time.Minute, Strategy: discovery.StrategyLabels},
+		Discovery:            discovery.Options{Interval: time.Minute, Strategy: discovery.StrategyLabels, MaxTeamRuleMetrics: discovery.DefaultMaxTeamRuleMetrics},
 		Shared:               provider.SharedConfig{MaxAge: provider.DefaultSharedMaxAge},
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
@@ -220,6 +224,11 @@ func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
 		"With --team-rules, the most rules (custom and external) one team ConfigMap may have; more is refused with a RulesRejected event.")
 	fs.IntVar(&o.TeamRulesMaxConfigMaps, "team-rules-max-configmaps", o.TeamRulesMaxConfigMaps,
 		"With --team-rules, the most team ConfigMaps in service; one more is refused with a RulesRejected event.")
+	fs.IntVar(&o.Discovery.MaxTeamRuleMetrics, "team-rules-max-metrics-per-rule", o.Discovery.MaxTeamRuleMetrics,
+		"With --team-rules, the most distinct metrics one team rule may produce: a rule discovering more serves none and its ConfigMap gets a RulesRejected event naming the rule, its count and this limit.")
+	fs.IntVar(&o.TeamRulesMaxWaiting, "team-rules-max-waiting", o.TeamRulesMaxWaiting,
+		"With --team-rules, the most requests of one namespace's team rules waiting on one backend's answers: one more waits 1s at most, then is answered 503 naming the namespace, so that one team's slow queries leave the rest of the backend's bound to the cluster's rules and the other teams. "+
+			"0: a quarter of the backend's bound (--prometheus-max-waiting or its max_waiting; 10 of the default 40).")
 }
 
 // addLibraryFlags registers custom-metrics-apiserver's flags (the adapter
@@ -332,7 +341,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the informers: %w", err)
 	}
-	backends, err := o.Prometheus.Backends()
+	backends, err := o.backends()
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +405,39 @@ func (o *ServerOptions) validateTeamRules() []error {
 	if o.TeamRulesMaxConfigMaps < 1 {
 		errs = append(errs, fmt.Errorf("--team-rules-max-configmaps %d: must be at least 1", o.TeamRulesMaxConfigMaps))
 	}
-	return errs
+	if o.Discovery.MaxTeamRuleMetrics < 1 {
+		errs = append(errs, fmt.Errorf("--team-rules-max-metrics-per-rule %d: must be at least 1", o.Discovery.MaxTeamRuleMetrics))
+	}
+	return append(errs, o.validateTeamWaiting()...)
+}
+
+// validateTeamWaiting checks --team-rules-max-waiting against the backend's
+// own bound, which it divides.
+func (o *ServerOptions) validateTeamWaiting() []error {
+	n, bound := o.TeamRulesMaxWaiting, o.Prometheus.MaxWaiting
+	switch {
+	case n < 0:
+		return []error{fmt.Errorf("--team-rules-max-waiting %d: must not be negative (0: a quarter of --prometheus-max-waiting)", n)}
+	case n > 0 && bound == 0:
+		return []error{fmt.Errorf("--team-rules-max-waiting %d: needs a --prometheus-max-waiting bound (it is 0: no bound on waiting requests, none per team either)", n)}
+	case n > bound && bound > 0:
+		return []error{fmt.Errorf("--team-rules-max-waiting %d: must not be more than --prometheus-max-waiting (%d)", n, bound)}
+	}
+	return nil
+}
+
+// backends are the Prometheus backends of the flags, each with the bound
+// of --team-rules-max-waiting (the backends file's entries, reloaded too,
+// take the default backend's).
+func (o *ServerOptions) backends() ([]promclient.Backend, error) {
+	backends, err := o.Prometheus.Backends()
+	if err != nil {
+		return nil, err
+	}
+	for i := range backends {
+		backends[i].Guard.MaxWaitingPerTeam = o.TeamRulesMaxWaiting
+	}
+	return backends, nil
 }
 
 // namespaceBackends parses --team-rules-backends' namespace:backend pairs.

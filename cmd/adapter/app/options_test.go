@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+
+	"github.com/promscaler/promscaler/pkg/discovery"
 )
 
 // testRules is a rules file for the flag tests, which only check that it
@@ -93,6 +95,26 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			want: []string{"--team-rules-namespaces: needs --team-rules", "--team-rules-namespace-label", `--team-rules-namespaces: "Team_B"`},
 		},
 		{
+			name: "team limits set",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=5", "--team-rules-max-rules-per-configmap=10", "--team-rules-max-configmaps=3"},
+		},
+		{
+			name: "team limits wrong",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-rules-per-configmap=0", "--team-rules-max-configmaps=-1", "--team-rules-max-metrics-per-rule=0", "--team-rules-max-waiting=-2"},
+			want: []string{"--team-rules-max-rules-per-configmap 0: must be at least 1", "--team-rules-max-configmaps -1: must be at least 1",
+				"--team-rules-max-metrics-per-rule 0: must be at least 1", "--team-rules-max-waiting -2: must not be negative"},
+		},
+		{
+			name: "team waiting bound above the backend's",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--prometheus-max-waiting=8", "--team-rules-max-waiting=9"},
+			want: []string{"--team-rules-max-waiting 9: must not be more than --prometheus-max-waiting (8)"},
+		},
+		{
+			name: "team waiting bound without the backend's",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--prometheus-max-waiting=0", "--team-rules-max-waiting=4"},
+			want: []string{"--team-rules-max-waiting 4: needs a --prometheus-max-waiting bound"},
+		},
+		{
 			name: "shared evaluation off, or its age bound at most a minute",
 			args: []string{"--config=" + rulesFile, "--shared-evaluation-max-age=0", "--shared-evaluation-max-age=1m"},
 		},
@@ -166,6 +188,44 @@ func TestSharedEvaluationFlag(t *testing.T) {
 		got := o.sharedConfig()
 		if got.MaxAge != tc.wantMaxAge || got.Disabled != tc.wantDisabled {
 			t.Errorf("%v: MaxAge %v, Disabled %t; want %v, %t", tc.args, got.MaxAge, got.Disabled, tc.wantMaxAge, tc.wantDisabled)
+		}
+	}
+}
+
+// The team limits' flags reach the discovery options and every backend's
+// guard (the backends file's entries too); unset, their defaults.
+func TestTeamLimitFlags(t *testing.T) {
+	backendsFile := filepath.Join(t.TempDir(), "backends.yaml")
+	if err := os.WriteFile(backendsFile, []byte("backends:\n- name: thanos\n  url: http://thanos:9090\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args                  []string
+		wantMetrics, wantWait int
+	}{
+		{args: nil, wantMetrics: discovery.DefaultMaxTeamRuleMetrics, wantWait: 0},
+		{args: []string{"--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=6"}, wantMetrics: 20, wantWait: 6},
+	}
+	for _, tc := range tests {
+		o := NewServerOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--backends-config=" + backendsFile}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.Discovery.MaxTeamRuleMetrics; got != tc.wantMetrics {
+			t.Errorf("%v: MaxTeamRuleMetrics %d, want %d", tc.args, got, tc.wantMetrics)
+		}
+		backends, err := o.backends()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for _, b := range backends {
+			got = append(got, b.Guard.MaxWaitingPerTeam)
+		}
+		if diff := cmp.Diff([]int{tc.wantWait, tc.wantWait}, got); diff != "" {
+			t.Errorf("%v: MaxWaitingPerTeam of the two backends (-want +got):\n%s", tc.args, diff)
 		}
 	}
 }
