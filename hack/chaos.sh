@@ -4,7 +4,7 @@
 # Prometheus, the adapter behind its APIServices, kube-apiserver's
 # aggregator in front. Tables go to _output/chaos/ (docs/reliability.md).
 #
-#   hack/chaos.sh            the fault suite, the Prometheus restarts, the oversized answers and the stalled backend (~20 min)
+#   hack/chaos.sh            the fault suite, the Prometheus restarts, the oversized answers, the stalled backend and the team faults (~25 min)
 #   hack/chaos.sh soak       the one-hour soak (PROMSCALER_SOAK_DURATION, _RATE, _SAMPLE)
 #   CHAOS_RUN=<regexp>       run only the matching faults (go test -run)
 set -euo pipefail
@@ -17,7 +17,7 @@ fi
 mkdir -p _output/chaos
 case $what in
   faults)
-    run=${CHAOS_RUN:-TestFaults|TestPrometheusRestarts|TestOversizedAnswers|TestStalledBackend}
+    run=${CHAOS_RUN:-TestFaults|TestPrometheusRestarts|TestOversizedAnswers|TestStalledBackend|TestTeamFaults}
     timeout=40m ;;
   soak)
     run=TestSoak

@@ -32,10 +32,16 @@ const (
 	// kindDiscovery asks for the custom metrics discovery document (any
 	// 200 with a JSON body is correct).
 	kindDiscovery
+	// kindTeam asks for the other team's metric, served by its own team
+	// rules ConfigMap (teams_test.go).
+	kindTeam
+	// kindTeamHeavy asks for the misbehaving team's slow metric (any 200
+	// is correct).
+	kindTeamHeavy
 )
 
 func (k kind) String() string {
-	return [...]string{"custom", "external", "churn", "second backend", "discovery"}[k]
+	return [...]string{"custom", "external", "churn", "second backend", "discovery", "other team", "team's slow metric"}[k]
 }
 
 func (k kind) path() string {
@@ -44,6 +50,10 @@ func (k kind) path() string {
 		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + truthNamespace + "/pods/*/" + secondMetric
 	case kindDiscovery:
 		return "/apis/custom.metrics.k8s.io/v1beta2"
+	case kindTeam:
+		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + otherTeam + "/pods/*/" + teamMetric
+	case kindTeamHeavy:
+		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + slowTeam + "/pods/*/" + teamHeavyMetric
 	}
 	if k == kindChurn {
 		return "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + churnNamespace + "/pods/*/" + churnPodMetric
@@ -107,7 +117,8 @@ func classify(err error) string {
 
 // check compares a 200 answer with the truth.
 func check(k kind, body []byte) (wrong, partial bool) {
-	if k == kindDiscovery {
+	switch k {
+	case kindDiscovery, kindTeamHeavy:
 		return !json.Valid(body), false
 	}
 	var list struct {
@@ -128,6 +139,13 @@ func check(k kind, body []byte) (wrong, partial bool) {
 			}
 		}
 		return false, false
+	}
+	if k == kindTeam {
+		if len(list.Items) != 1 {
+			return len(list.Items) > 1, len(list.Items) == 0
+		}
+		it := list.Items[0]
+		return it.DescribedObject.Name != teamPod || it.Value.MilliValue() != teamMilli, false
 	}
 	if k == kindExternal {
 		if len(list.Items) != 1 {

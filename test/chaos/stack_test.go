@@ -125,6 +125,9 @@ type stackOptions struct {
 	// front, when set, is given Prometheus' URL and returns the URL the
 	// adapter queries instead (a server of the suite in front of it).
 	front func(t *testing.T, promURL string) string
+	// teamRules runs the adapter with --team-rules and the RBAC of
+	// deploy/components/team-rules (teams_test.go).
+	teamRules bool
 	// extra, when set, runs before the adapter starts and returns more
 	// adapter flags and rules to append to adapterRules' custom rules.
 	extra func(t *testing.T, s *stack) (args []string, rules string)
@@ -189,6 +192,13 @@ func startStack(t *testing.T, opts stackOptions) *stack {
 	}
 	if opts.rotation {
 		args = append(args, s.prepareRotation(t)...)
+	}
+	if opts.teamRules {
+		rbac := filepath.Join(s.env.RepoRoot, "deploy", "components", "team-rules", "rbac.yaml")
+		if out, err := s.env.Kubectl(ctx, "apply", "--server-side", "-f", rbac); err != nil {
+			t.Fatalf("applying the team rules RBAC: %v\n%s", err, out)
+		}
+		args = append(args, "--team-rules")
 	}
 	promURL := s.proxy.URL
 	switch {
