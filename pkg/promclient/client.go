@@ -231,7 +231,7 @@ func New(cfg Config) (*Client, error) {
 		queryURL: *inner.URL(queryPath, nil),
 		http:     cfg.HTTPClient,
 		timeout:  timeout,
-		flights:  &group{clock: clk, window: cfg.CoalesceWindow},
+		flights:  &group{clock: clk, window: cfg.CoalesceWindow, mark: cfg.Guard.sentMark},
 		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics:  m,
 		arrival:  cfg.ArrivalTime,
@@ -363,14 +363,17 @@ func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share,
 	if err := ctx.Err(); err != nil {
 		return nil, classify(endpoint, desc, err, err, 0)
 	}
-	wctx, waited, err := c.guard.wait(ctx)
+	w, err := c.guard.wait(ctx)
 	if err != nil {
 		return nil, classify(endpoint, desc, err, nil, 0)
 	}
-	v, err := c.flights.do(wctx, key, sh, func(fctx context.Context) (any, error) {
+	if w.timer != nil {
+		sh.onFlight = w.flight
+	}
+	v, err := c.flights.do(w.ctx, key, sh, func(fctx context.Context) (any, error) {
 		return c.send(fctx, endpoint, desc, key, fn)
 	}, c.metrics.CoalescedQueries.WithLabelValues(endpoint).Inc)
-	if err = waited(err); err != nil {
+	if err = w.done(err); err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
 			return nil, err

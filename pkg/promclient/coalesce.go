@@ -38,6 +38,9 @@ type flight struct {
 	keep bool
 	// started is when the call was sent (on the group's clock).
 	started time.Time
+	// mark is the backend guard's count of calls sent when the flight
+	// started (group.mark): its own call is numbered above it.
+	mark uint64
 }
 
 // landed is the last successful result of a key, when it was sent and when
@@ -128,6 +131,11 @@ type share struct {
 	// flight's duration before the caller arrived; group.window raises that
 	// bound to a fixed floor (see Config.CoalesceWindow).
 	arrived time.Time
+	// onFlight, when not nil, is told the mark of the flight the caller
+	// starts or joins (flight.mark), before it waits: the backend guard's
+	// waiting bound asks whether the backend answered that flight's call
+	// or a later one (waiter.flight).
+	onFlight func(mark uint64)
 }
 
 // group coalesces identical calls: the first caller does the work on its
@@ -148,6 +156,9 @@ type share struct {
 type group struct {
 	clock  clock.PassiveClock
 	window time.Duration
+	// mark, when not nil, is the backend guard's count of calls sent
+	// (Guard.sentMark), taken when a flight starts.
+	mark func() uint64
 
 	mu        sync.Mutex
 	flights   map[string]*flight
@@ -188,8 +199,14 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 		}
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		f = &flight{done: make(chan struct{}), waiters: 1, cancel: cancel, keep: sh.keep, started: g.clock.Now()}
+		if g.mark != nil {
+			f.mark = g.mark()
+		}
 		g.flights[key] = f
 		g.mu.Unlock()
+		if sh.onFlight != nil {
+			sh.onFlight(f.mark)
+		}
 		// The first caller runs fn on its own goroutine: no goroutine to
 		// start and no hand-off to wait for on every query. It stays one of
 		// the flight's waiters until its context ends (the AfterFunc),
@@ -206,6 +223,9 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 	}
 	f.waiters++
 	g.mu.Unlock()
+	if sh.onFlight != nil {
+		sh.onFlight(f.mark)
+	}
 	if onShare != nil {
 		onShare()
 	}

@@ -95,14 +95,17 @@ type GuardConfig struct {
 	// negative: no bound.
 	MaxAnswerBytes int64
 	// MaxWaiting is how many requests may wait on the backend's answers,
-	// every caller counted (a coalesced query's joiners too); a request
-	// beyond it waits WaitGrace at most, then fails with a
-	// *TooManyWaitingError, and so do the next ones at once while the
-	// requests waiting stay at the bound. 0: DefaultMaxWaiting; negative:
-	// no bound.
+	// every caller counted (a coalesced query's joiners too). A request
+	// beyond it that has waited WaitGrace fails with a
+	// *TooManyWaitingError if the backend has answered neither its call
+	// nor any call sent after it (see DefaultWaitGrace), and so do the next
+	// ones beyond it at once, until the requests waiting fall below the
+	// bound or the backend answers a call sent after that; if the backend
+	// has, it waits on. 0: DefaultMaxWaiting; negative: no bound.
 	MaxWaiting int
-	// WaitGrace is how long a request beyond MaxWaiting may wait.
-	// 0: DefaultWaitGrace.
+	// WaitGrace is how long a request beyond MaxWaiting waits before the
+	// backend must have answered its call or a later one. 0:
+	// DefaultWaitGrace.
 	WaitGrace time.Duration
 	// MaxWaitingPerTeam is MaxWaiting for the requests of one namespace's
 	// team rules (WithTenant). 0: MaxWaiting/4 (at least 1), so that one
@@ -192,9 +195,16 @@ type Guard struct {
 	busy     prometheus.Counter
 
 	// waiters counts the requests waiting on the backend's answers
-	// (guard_waiting.go).
+	// (guard_waiting.go); graceClock times the grace of those beyond the
+	// bound (clock when it can, else the real clock).
 	waiters     waiters
 	waitRefused prometheus.Counter
+	graceClock  clock.WithDelayedExecution
+	// sends counts the calls sent (a call's sequence number); answered is
+	// the highest sequence number of a call the backend answered (headers,
+	// any status but 504): what tells a backend that answers from a
+	// stalled one (waiter.graceOut).
+	sends, answered atomic.Uint64
 
 	// answerBytes is the bytes of the answers being read (until their body
 	// is closed): bounded by AnswerBudgetAnswers*cfg.MaxAnswerBytes.
@@ -225,7 +235,9 @@ const (
 
 // NewGuard returns the guard of the backend name (its label on /metrics),
 // recording its state in m's series (nil: a private set) and clk
-// timing the breaker (nil: the real clock).
+// timing the breaker (nil: the real clock) and, when it can run functions
+// later (clock.WithDelayedExecution, e.g. a fake clock), the grace of the
+// requests beyond the waiting bound.
 func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.PassiveClock) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)
@@ -251,6 +263,10 @@ func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.Passiv
 	}
 	if cfg.MaxConcurrent > 0 {
 		g.slots = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	g.graceClock = clock.RealClock{}
+	if d, ok := clk.(clock.WithDelayedExecution); ok {
+		g.graceClock = d
 	}
 	g.waiters.backend.limit = cfg.MaxWaiting
 	g.up.Set(1)
@@ -439,8 +455,9 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	g.inFlight.Inc()
-	sent := g.clock.Now()
-	team := tenantOf(req.Context()) != ""
+	sent, seq := g.clock.Now(), g.sends.Add(1)
+	ns := tenantOf(req.Context())
+	team := ns != ""
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		o, why := outcomeOf(req.Context(), err), err
@@ -453,6 +470,9 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	// A 504 is a proxy in front of the backend that gave up waiting.
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		g.noteAnswered(seq, ns)
+	}
 	resp.Body = &guardedBody{ReadCloser: resp.Body, guard: g, ctx: req.Context(), probe: probe, team: team,
 		gatewayTimeout: resp.StatusCode == http.StatusGatewayTimeout}
 	return resp, nil

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of a backend's bound on waiting requests (GuardConfig.MaxWaiting,
@@ -23,16 +27,21 @@ const (
 	// healthy backend's requests and of the discovery polls were refused
 	// (429) while the other backend was stalled, with 40 none
 	// (docs/reliability.md). A healthy backend rarely has more waiting
-	// (500 req/s answered in 50 ms is 25), and a burst beyond it that one
-	// query answers within WaitGrace is served whole. The transport's
-	// bound (DefaultMaxConcurrent) counts a coalesced query once, so it
-	// alone let the joiners of stalled queries fill every slot.
+	// (500 req/s answered in 50 ms is 25), and a burst beyond it is served
+	// whole as long as the backend answers (see DefaultWaitGrace). The
+	// transport's bound (DefaultMaxConcurrent) counts a coalesced query
+	// once, so it alone let the joiners of stalled queries fill every slot.
 	DefaultMaxWaiting = 40
-	// DefaultWaitGrace is how long a request beyond MaxWaiting may wait
-	// before its backend counts as saturated: a burst of identical
-	// requests that one fast query answers (1,000 at once, bench suite)
-	// still shares that query, while a backend that answers none of them
-	// within it fails the requests beyond the bound at once.
+	// DefaultWaitGrace is how long a request beyond MaxWaiting waits before
+	// the guard asks whether the backend is answering: whether it has
+	// answered the call the request waits on, or any call sent after that
+	// one. If not, the backend has held that call at least this long while
+	// answering nothing newer, which is what a stalled backend does: the
+	// request fails, and so do the next ones beyond the bound at once. If
+	// it has, the request waits on (up to the call's timeout): what keeps it
+	// is the adapter's own work (reading and decoding the answer, on a CPU
+	// busy with 1,000 other requests in a burst) or one slow query of a
+	// backend that answers the others, not a stall.
 	DefaultWaitGrace = time.Second
 )
 
@@ -42,8 +51,9 @@ const rejectedWaiting = "too_many_waiting"
 
 // TooManyWaitingError is the error of a request refused because Limit
 // requests already wait on Backend's answers (of the team rules of
-// Namespace, when set) and the backend is saturated (a request beyond the
-// limit waited WaitGrace without an answer). It is an ErrBackendBusy.
+// Namespace, when set) and the backend is not answering them (a request
+// beyond the limit waited WaitGrace while the backend answered neither its
+// call nor any sent after it). It is an ErrBackendBusy.
 type TooManyWaitingError struct {
 	Backend   string
 	Limit     int
@@ -62,10 +72,6 @@ func (e *TooManyWaitingError) Error() string {
 
 // Unwrap makes it an ErrBackendBusy.
 func (e *TooManyWaitingError) Unwrap() error { return ErrBackendBusy }
-
-// errWaitGrace is the cause of the context of a request beyond the bound
-// whose WaitGrace ran out.
-var errWaitGrace = errors.New("waited past the grace of a request beyond the waiting bound")
 
 // tenantKey is the context key of WithTenant.
 type tenantKey struct{}
@@ -91,16 +97,30 @@ func tenantOf(ctx context.Context) string {
 }
 
 // waitBound counts the requests waiting on one backend (or on one backend
-// for one namespace's team rules): see Guard.wait.
+// for one namespace's team rules): see Guard.wait. The guard's waiters.mu
+// is held to use it.
 type waitBound struct {
-	limit     int
-	waiting   int
+	limit   int
+	waiting int
+	// saturated: a request beyond the limit found the backend not
+	// answering (waiter.graceOut); stalledAt is the guard's count of calls
+	// sent (Guard.sends) then. It lasts until the waiting fall below the
+	// limit or the backend answers a call sent after it.
 	saturated bool
+	stalledAt uint64
+	// answered is the sequence number (Guard.sends) of the latest call of a
+	// team's requests that the backend answered (for the backend's own
+	// bound, Guard.answered is used instead).
+	answered uint64
 }
 
 // enter counts a caller in unless refused (beyond the limit while
-// saturated); over says it is beyond the limit. The guard's wmu is held.
-func (b *waitBound) enter() (over, refused bool) {
+// saturated); over says it is beyond the limit. answered is the sequence
+// number of the latest call of the bound's requests that was answered.
+func (b *waitBound) enter(answered uint64) (over, refused bool) {
+	if b.saturated && answered > b.stalledAt {
+		b.saturated = false
+	}
 	over = b.waiting >= b.limit
 	if over && b.saturated {
 		return true, true
@@ -109,16 +129,16 @@ func (b *waitBound) enter() (over, refused bool) {
 	return over, false
 }
 
-// leave counts a caller out; graceOut says its grace ran out beyond the
-// limit, which saturates the bound while the waiting stay at it. The
-// guard's wmu is held.
-func (b *waitBound) leave(graceOut bool) {
+// leave counts a caller out; stalled says it waited past its grace beyond
+// the limit with the backend not answering (sent calls so far: sends),
+// which saturates the bound while the waiting stay at it.
+func (b *waitBound) leave(stalled bool, sends uint64) {
 	b.waiting--
 	switch {
 	case b.waiting < b.limit:
 		b.saturated = false
-	case graceOut:
-		b.saturated = true
+	case stalled:
+		b.saturated, b.stalledAt = true, sends
 	}
 }
 
@@ -128,19 +148,53 @@ type waiters struct {
 	mu      sync.Mutex
 	backend waitBound
 	teams   map[string]*waitBound
+	// pastGrace counts the requests beyond a bound whose grace ran out
+	// while the backend was answering, and that waited on (for tests and
+	// the V(4) log).
+	pastGrace int
+}
+
+// waiter is one caller counted among a backend's waiting requests, from
+// Guard.wait until done.
+type waiter struct {
+	// g is nil for a caller not counted (no guard, or no bound).
+	g      *Guard
+	parent context.Context
+	// ctx is what the caller waits under: parent, ended by graceOut (cause
+	// *graceStall) for a caller beyond a bound.
+	ctx                   context.Context
+	cancel                context.CancelCauseFunc
+	tenant                string
+	team                  *waitBound // nil: not a team rule's caller
+	teamOver, backendOver bool
+	// mark is the guard's count of calls sent (Guard.sends) when the
+	// flight the caller waits on started (flight): that flight's call, and
+	// every call sent after it, has a higher sequence number. Until the
+	// caller reaches its flight, the count when it entered.
+	mark  atomic.Uint64
+	timer clock.Timer // nil: within every bound
+}
+
+// graceStall is the cause ending the wait of a caller whose grace ran out
+// while the backend answered no call sent since the caller's flight
+// started; team and backend say which bounds it saturates.
+type graceStall struct{ team, backend bool }
+
+func (*graceStall) Error() string {
+	return "waited past the grace of a request beyond the waiting bound with the backend not answering"
 }
 
 // wait counts a caller in among the backend's waiting requests (and its
-// namespace's, for a team rule's call: WithTenant) until the returned done
-// is called with the error its wait ended with (nil: an answer). A caller
-// beyond a bound gets a context that ends after WaitGrace; when that is
-// what ended its wait, done saturates the bounds it was beyond and returns
-// a *TooManyWaitingError to return instead. While a bound is saturated
-// (until its waiting requests fall below it), a caller beyond it is
-// refused at once. A nil guard, or no bound, counts nothing.
-func (g *Guard) wait(ctx context.Context) (context.Context, func(error) error, error) {
+// namespace's, for a team rule's call: WithTenant) until the returned
+// waiter's done is called with the error its wait ended with (nil: an
+// answer); the caller waits under the waiter's ctx and tells it the flight
+// it waits on (flight). A caller beyond a bound gets WaitGrace: when it runs
+// out, graceOut decides whether the backend is answering. While a bound is
+// saturated, a caller beyond it is refused at once. A nil guard, or no
+// bound, counts nothing.
+func (g *Guard) wait(ctx context.Context) (*waiter, error) {
 	if g == nil || g.cfg.MaxWaiting < 0 {
-		return ctx, func(err error) error { return err }, nil
+		return &waiter{ctx: ctx}, nil
 	}
 	tenant := tenantOf(ctx)
 	w := &g.waiters
@@ -148,48 +202,143 @@ func (g *Guard) wait(ctx context.Context) (context.Context, func(error) error, e
 	team := w.team(tenant, g.cfg.MaxWaitingPerTeam)
 	teamOver, refused := false, false
 	if team != nil {
-		teamOver, refused = team.enter()
+		teamOver, refused = team.enter(team.answered)
 	}
 	if refused {
 		w.drop(tenant, team)
 		w.mu.Unlock()
 		g.waitRefused.Inc()
-		return nil, nil, &TooManyWaitingError{Backend: g.name, Limit: team.limit, Namespace: tenant}
+		return nil, &TooManyWaitingError{Backend: g.name, Limit: team.limit, Namespace: tenant}
 	}
-	backendOver, refused := w.backend.enter()
+	backendOver, refused := w.backend.enter(g.answered.Load())
 	if refused {
 		if team != nil {
-			team.leave(false)
+			team.leave(false, 0)
 			w.drop(tenant, team)
 		}
 		w.mu.Unlock()
 		g.waitRefused.Inc()
-		return nil, nil, &TooManyWaitingError{Backend: g.name, Limit: w.backend.limit}
+		return nil, &TooManyWaitingError{Backend: g.name, Limit: w.backend.limit}
 	}
 	w.mu.Unlock()
-	wctx, cancel := ctx, context.CancelFunc(func() {})
+	wt := &waiter{g: g, parent: ctx, ctx: ctx, tenant: tenant, team: team, teamOver: teamOver, backendOver: backendOver}
 	if teamOver || backendOver {
-		wctx, cancel = context.WithTimeoutCause(ctx, g.cfg.WaitGrace, errWaitGrace)
+		wt.mark.Store(g.sends.Load())
+		wt.ctx, wt.cancel = context.WithCancelCause(ctx)
+		wt.timer = g.graceClock.AfterFunc(g.cfg.WaitGrace, wt.graceOut)
 	}
-	return wctx, func(err error) error {
-		graceOut := err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errWaitGrace)
-		cancel()
-		w.mu.Lock()
-		w.backend.leave(graceOut && backendOver)
-		if team != nil {
-			team.leave(graceOut && teamOver)
-			w.drop(tenant, team)
-		}
+	return wt, nil
+}
+
+// flight tells the waiter the mark of the flight it created or joined
+// (flight.mark).
+func (wt *waiter) flight(mark uint64) {
+	if wt.timer != nil {
+		wt.mark.Store(mark)
+	}
+}
+
+// graceOut runs when the grace of a caller beyond a bound runs out. The
+// backend counts as answering the caller when it has answered (any status
+// but 504, headers received) a call whose sequence number is above the
+// caller's mark: the caller's own flight's call, or one sent after it. Then
+// the caller waits on. Otherwise the backend has held the caller's call at
+// least WaitGrace (the flight started no later than the caller joined it)
+// and answered nothing sent since: a stall, and the caller's wait ends
+// (done saturates the bounds it was beyond). For a bound of a namespace's
+// team rules, only that namespace's calls count: another team's or the
+// cluster's answers say nothing of its queries.
+//
+// Why not "the backend answered anything lately": a backend answering
+// every call after 15 s, under steady load, lands answers all the time,
+// each for a call sent 15 s before; its waiting requests are exactly what
+// the bound is for. And why not the caller's own wait: in a burst of 1,000
+// requests of 1 MB answers on two cores, the adapter's own CPU holds a
+// flight whose answer Prometheus gave within milliseconds for seconds
+// (267-333 of the 1,000 were refused that way with a healthy Prometheus).
+func (wt *waiter) graceOut() {
+	g, w := wt.g, &wt.g.waiters
+	mark := wt.mark.Load()
+	w.mu.Lock()
+	stall := &graceStall{
+		team:    wt.teamOver && wt.team.answered <= mark,
+		backend: wt.backendOver && g.answered.Load() <= mark,
+	}
+	if !stall.team && !stall.backend {
+		w.pastGrace++
 		w.mu.Unlock()
-		if !graceOut {
-			return err
+		klog.V(4).InfoS("Request beyond the waiting bound waits past its grace: the backend answers", "backend", g.name, "namespace", wt.tenant)
+		return
+	}
+	w.mu.Unlock()
+	wt.cancel(stall)
+}
+
+// done counts the caller out, given the error its wait ended with. When
+// graceOut ended it, done saturates the bounds graceOut found stalled and
+// returns a *TooManyWaitingError instead.
+func (wt *waiter) done(err error) error {
+	g := wt.g
+	if g == nil {
+		return err
+	}
+	var stall *graceStall
+	if wt.timer != nil {
+		wt.timer.Stop()
+		if err != nil && wt.parent.Err() == nil {
+			errors.As(context.Cause(wt.ctx), &stall)
 		}
+		wt.cancel(nil)
+	}
+	w := &g.waiters
+	sends := g.sends.Load()
+	w.mu.Lock()
+	w.backend.leave(stall != nil && stall.backend, sends)
+	if wt.team != nil {
+		wt.team.leave(stall != nil && stall.team, sends)
+		w.drop(wt.tenant, wt.team)
+	}
+	w.mu.Unlock()
+	switch {
+	case stall == nil:
+		return err
+	case stall.team:
 		g.waitRefused.Inc()
-		if teamOver {
-			return &TooManyWaitingError{Backend: g.name, Limit: team.limit, Namespace: tenant}
-		}
+		return &TooManyWaitingError{Backend: g.name, Limit: wt.team.limit, Namespace: wt.tenant}
+	default:
+		g.waitRefused.Inc()
 		return &TooManyWaitingError{Backend: g.name, Limit: w.backend.limit}
-	}, nil
+	}
+}
+
+// noteAnswered records that the backend answered the call of sequence
+// number seq (Guard.sends), made for namespace ns's team rules when ns is
+// not "".
+func (g *Guard) noteAnswered(seq uint64, ns string) {
+	for {
+		cur := g.answered.Load()
+		if seq <= cur || g.answered.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	if ns == "" {
+		return
+	}
+	w := &g.waiters
+	w.mu.Lock()
+	if b := w.teams[ns]; b != nil && seq > b.answered {
+		b.answered = seq
+	}
+	w.mu.Unlock()
+}
+
+// sentMark is the count of calls sent so far (Guard.sends): a flight's
+// mark. 0 for a nil guard.
+func (g *Guard) sentMark() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.sends.Load()
 }
 
 // team returns the bound of namespace ns's team rules (nil for "" or no
