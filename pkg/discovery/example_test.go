@@ -47,7 +47,7 @@ rules:
 		panic(err)
 	}
 	m := metrics.New()
-	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m})
+	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 10 * time.Second})
 	if err != nil {
 		panic(err)
 	}

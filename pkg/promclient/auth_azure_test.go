@@ -124,7 +124,7 @@ func TestAzureADTokens(t *testing.T) {
 			f := newFakeProm(t, nil)
 			cfg := tc.cfg
 			e.use(&cfg)
-			got := queryN(t, Backend{Name: "azure", URL: f.URL, Auth: CloudAuth{AzureAD: &cfg}}, f, 3)
+			got := queryN(t, Backend{Name: "azure", URL: f.URL, Timeout: time.Minute, Auth: CloudAuth{AzureAD: &cfg}}, f, 3)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("Authorization headers (-want +got):\n%s", d)
 			}
@@ -166,7 +166,7 @@ func TestAzureADManagedIdentity(t *testing.T) {
 	t.Setenv("IDENTITY_HEADER", "identity-secret")
 	f := newFakeProm(t, nil)
 	cfg := &AzureADConfig{ManagedIdentity: &AzureManagedIdentity{ClientID: "mi-client"}}
-	got := queryN(t, Backend{Name: "azure", URL: f.URL, Auth: CloudAuth{AzureAD: cfg}}, f, 2)
+	got := queryN(t, Backend{Name: "azure", URL: f.URL, Timeout: time.Minute, Auth: CloudAuth{AzureAD: cfg}}, f, 2)
 	if d := cmp.Diff([]string{"Bearer mi-token", "Bearer mi-token"}, got); d != "" {
 		t.Errorf("Authorization headers (-want +got):\n%s", d)
 	}

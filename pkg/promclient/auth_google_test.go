@@ -120,7 +120,7 @@ func TestGoogleServiceAccountTokens(t *testing.T) {
 				t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 			}
 			f := newFakeProm(t, nil)
-			got := queryN(t, Backend{Name: "gmp", URL: f.URL, Auth: CloudAuth{Google: cfg}}, f, 3)
+			got := queryN(t, Backend{Name: "gmp", URL: f.URL, Timeout: DefaultTimeout, Auth: CloudAuth{Google: cfg}}, f, 3)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("Authorization headers (-want +got):\n%s", d)
 			}
@@ -161,7 +161,7 @@ func TestGoogleMetadataServer(t *testing.T) {
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
 	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(md.URL, "http://"))
 	f := newFakeProm(t, nil)
-	got := queryN(t, Backend{Name: "gmp", URL: f.URL, Auth: CloudAuth{Google: &GoogleConfig{}}}, f, 2)
+	got := queryN(t, Backend{Name: "gmp", URL: f.URL, Timeout: DefaultTimeout, Auth: CloudAuth{Google: &GoogleConfig{}}}, f, 2)
 	if d := cmp.Diff([]string{"Bearer gke-wi", "Bearer gke-wi"}, got); d != "" {
 		t.Errorf("Authorization headers (-want +got):\n%s", d)
 	}

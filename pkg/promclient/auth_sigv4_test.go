@@ -169,7 +169,7 @@ func TestSigV4SignsRequests(t *testing.T) {
   verb: `+verb+`
   headers: {X-Scope-OrgID: team-a}
   sigv4: {region: eu-west-1, access_key: AKIDEXAMPLE, secret_key: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY}
-`), "b.yaml", Backend{})
+`), "b.yaml", Backend{Timeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func TestSigV4AssumesRoles(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			s := newSigV4Server(t, secrets)
-			bs, err := ParseBackends([]byte("backends:\n- name: amp\n  url: "+s.srv.URL+"\n  sigv4: "+tc.sigv4+"\n"), "b.yaml", Backend{})
+			bs, err := ParseBackends([]byte("backends:\n- name: amp\n  url: "+s.srv.URL+"\n  sigv4: "+tc.sigv4+"\n"), "b.yaml", Backend{Timeout: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}

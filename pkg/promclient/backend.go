@@ -45,8 +45,8 @@ type Backend struct {
 	InCluster  bool
 	// Verb is GET (default) or POST.
 	Verb string
-	// Timeout bounds each call and is sent as timeout=; zero means
-	// DefaultTimeout.
+	// Timeout bounds each call and is sent as timeout=; it must be
+	// positive (NewOptions' default is DefaultTimeout).
 	Timeout time.Duration
 	// CacheTTL, CoalesceWindow: see Config.
 	CacheTTL       time.Duration

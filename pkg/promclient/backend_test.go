@@ -280,7 +280,7 @@ func TestBackendFromFileSendsItsHeaders(t *testing.T) {
   url: `+f.URL+`
   headers: {X-Scope-OrgID: team-a}
   authorization: {credentials_file: `+dir+`/token}
-`), "b.yaml", Backend{})
+`), "b.yaml", Backend{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func benchServer(b *testing.B) *fakeProm {
 // benchClient is a client of the Prometheus at url, for benchmarks.
 func benchClient(b *testing.B, url string) *Client {
 	b.Helper()
-	c, err := New(Config{Address: url, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New()})
+	c, err := New(Config{Address: url, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}, Metrics: metrics.New(), Timeout: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}

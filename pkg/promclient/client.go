@@ -74,7 +74,10 @@ var (
 	_ LabelNamesLister  = (*Client)(nil)
 )
 
-// DefaultTimeout is the per-call timeout when Config.Timeout is zero.
+// DefaultTimeout is the default per-call timeout: the default of
+// --prometheus-timeout (NewOptions), which the backends file's entries take
+// unless they set their own. It is applied there only: New refuses a
+// Config without a timeout.
 const DefaultTimeout = 10 * time.Second
 
 // MaxGETURLLength is the longest URL sent with GET when the verb is GET;
@@ -96,7 +99,8 @@ type Config struct {
 	// Verb is http.MethodGet (default) or http.MethodPost.
 	Verb string
 	// Timeout bounds each call; it is sent to Prometheus as timeout= on
-	// queries and enforced locally. Zero means DefaultTimeout.
+	// queries and enforced locally. It must be positive (New refuses
+	// zero: the adapter's default is DefaultTimeout, set by NewOptions).
 	Timeout time.Duration
 	// CacheTTL, when positive, keeps successful results that long and answers
 	// identical calls from them. Zero (the default) disables the cache.
@@ -190,8 +194,11 @@ func New(cfg Config) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("prometheus client: unsupported verb %q (want GET or POST)", cfg.Verb)
 	}
-	if cfg.Timeout < 0 || cfg.CacheTTL < 0 {
-		return nil, errors.New("prometheus client: timeout and cache TTL must not be negative")
+	if cfg.Timeout <= 0 {
+		return nil, fmt.Errorf("prometheus client: backend %q: timeout %v must be positive (the --prometheus-timeout default is %v)", nameOr(cfg.Backend), cfg.Timeout, DefaultTimeout)
+	}
+	if cfg.CacheTTL < 0 {
+		return nil, errors.New("prometheus client: cache TTL must not be negative")
 	}
 	if cfg.CoalesceWindow < 0 || cfg.CoalesceWindow > MaxCoalesceWindow {
 		return nil, fmt.Errorf("prometheus client: coalesce window %v must be between 0 and %v", cfg.CoalesceWindow, MaxCoalesceWindow)
@@ -219,10 +226,6 @@ func New(cfg Config) (*Client, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
 	vc := &verbClient{inner: inner, verb: verb, http: cfg.HTTPClient}
 	return &Client{
 		backend:  cfg.Backend,
@@ -230,7 +233,7 @@ func New(cfg Config) (*Client, error) {
 		verb:     vc,
 		queryURL: *inner.URL(queryPath, nil),
 		http:     cfg.HTTPClient,
-		timeout:  timeout,
+		timeout:  cfg.Timeout,
 		flights:  &group{clock: clk, window: cfg.CoalesceWindow, mark: cfg.Guard.sentMark},
 		cache:    &resultCache{ttl: cfg.CacheTTL, clock: clk},
 		metrics:  m,

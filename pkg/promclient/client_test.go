@@ -62,8 +62,13 @@ func newFakeProm(t testing.TB, handle http.HandlerFunc) *fakeProm {
 
 func (f *fakeProm) requests() []promtest.Request { return f.Requests() }
 
+// newTestClient builds a client of cfg; a test that sets no timeout gets
+// the flags' default (New takes no zero).
 func newTestClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}
 		t.Cleanup(cfg.HTTPClient.CloseIdleConnections)

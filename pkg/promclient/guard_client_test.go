@@ -3,11 +3,8 @@ package promclient_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,11 +94,10 @@ func TestClientGuard(t *testing.T) {
 	}
 }
 
-// bigVectorAnswer is a valid instant query answer of about size bytes: one
-// sample whose label value fills it.
-func bigVectorAnswer(size int) string {
-	return `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"` +
-		strings.Repeat("p", size) + `"},"value":[1700000000,"1"]}]}}`
+// bigPod is a series of up whose pod label makes its answer about size
+// bytes.
+func bigPod(size int) model.Metric {
+	return model.Metric{"__name__": "up", "pod": model.LabelValue(strings.Repeat("p", size))}
 }
 
 // TestClientAnswerTooLarge: an answer longer than the guard's
@@ -111,29 +107,22 @@ func bigVectorAnswer(size int) string {
 // stays up (it answered).
 func TestClientAnswerTooLarge(t *testing.T) {
 	const limit = 64 << 10
-	var size atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/series" {
-			io.WriteString(w, `{"status":"success","data":[{"__name__":"up","pod":"`+strings.Repeat("p", int(size.Load()))+`"}]}`)
-			return
-		}
-		io.WriteString(w, bigVectorAnswer(int(size.Load())))
-	}))
-	defer srv.Close()
+	fake := promtest.New([]model.LabelSet{model.LabelSet(bigPod(10 * limit))})
+	defer fake.Close()
+	fake.Answer("up", model.Vector{{Metric: bigPod(limit / 2), Value: 1}})
+	fake.Answer("up + 1", model.Vector{{Metric: bigPod(10 * limit), Value: 1}})
 	guard, err := promclient.NewGuard("main", promclient.GuardConfig{MaxAnswerBytes: limit}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := promclient.New(promclient.Config{Address: srv.URL, HTTPClient: &http.Client{}, Guard: guard})
+	c, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: &http.Client{}, Guard: guard, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	size.Store(limit / 2)
 	if smps, err := c.QuerySamples(ctx, "up", time.Time{}); err != nil || len(smps) != 1 {
 		t.Fatalf("answer within the limit: %d samples, %v", len(smps), err)
 	}
-	size.Store(10 * limit)
 	for name, call := range map[string]func() error{
 		"query":  func() error { _, err := c.QuerySamples(ctx, "up + 1", time.Time{}); return err },
 		"series": func() error { _, err := c.Series(ctx, []string{"up"}, time.Time{}, time.Time{}); return err },

@@ -76,8 +76,11 @@ type Options struct {
 	MaxAnswerBytes int64
 }
 
-// NewOptions returns the options with prometheus-adapter's defaults.
+// NewOptions returns the options with prometheus-adapter's defaults. The
+// guard's are GuardConfig's (withDefaults, their one place), shown as the
+// flags' defaults; the timeout's one place is here (New takes no zero).
 func NewOptions() *Options {
+	guard := GuardConfig{}.withDefaults()
 	return &Options{
 		Default: Backend{
 			URL:            "https://localhost",
@@ -86,11 +89,11 @@ func NewOptions() *Options {
 			Compression:    CompressionNone,
 			CoalesceWindow: DefaultCoalesceWindow,
 		},
-		MaxInFlight:     DefaultMaxConcurrent,
-		MaxWaiting:      DefaultMaxWaiting,
-		BreakerFailures: DefaultBreakerFailures,
-		BreakerOpen:     DefaultBreakerOpen,
-		MaxAnswerBytes:  DefaultMaxAnswerBytes,
+		MaxInFlight:     guard.MaxConcurrent,
+		MaxWaiting:      guard.MaxWaiting,
+		BreakerFailures: guard.BreakerFailures,
+		BreakerOpen:     guard.BreakerOpen,
+		MaxAnswerBytes:  guard.MaxAnswerBytes,
 	}
 }
 

@@ -109,6 +109,15 @@ func TestGuardFlags(t *testing.T) {
 			t.Errorf("%v: guard (-want +got):\n%s", tt.args, d)
 		}
 	}
+	// One default for both entries: the flags left unset and a program's
+	// GuardConfig left zero make the same guard.
+	b, err := NewOptions().Backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(GuardConfig{}.withDefaults(), b.Guard.withDefaults()); d != "" {
+		t.Errorf("guard of the flags' defaults vs of a zero GuardConfig (-zero +flags):\n%s", d)
+	}
 }
 
 func TestValidateReportsEveryBadFlag(t *testing.T) {
@@ -356,5 +365,99 @@ func TestProxyURL(t *testing.T) {
 	o.ProxyURL = "proxy:3128"
 	if errs := o.Validate(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "--prometheus-proxy-url") {
 		t.Errorf("Validate with a bad proxy URL = %v, want one error naming the flag", errs)
+	}
+}
+
+// TestTimeoutDefault: the timeout is defaulted in one place, NewOptions. A
+// timeout the flags leave unset is DefaultTimeout; a backends file's entry
+// without one (or with 0) takes the flag's value; a zero flag is refused
+// by Validate, naming the flag.
+func TestTimeoutDefault(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		entry   string // the keys a backends file's entry adds; "-": no file
+		want    map[string]time.Duration
+		wantErr string
+	}{
+		{name: "flags unset", entry: "-", want: map[string]time.Duration{"default": DefaultTimeout}},
+		{name: "flag set", args: []string{"--prometheus-timeout=3s"}, entry: "-", want: map[string]time.Duration{"default": 3 * time.Second}},
+		{name: "flag zero", args: []string{"--prometheus-timeout=0"}, entry: "-", wantErr: "--prometheus-timeout 0s: must be positive"},
+		{name: "entry unset", want: map[string]time.Duration{"default": DefaultTimeout, "thanos": DefaultTimeout}},
+		{name: "entry unset, flag set", args: []string{"--prometheus-timeout=3s"}, want: map[string]time.Duration{"default": 3 * time.Second, "thanos": 3 * time.Second}},
+		{name: "entry zero", entry: "timeout: 0s", want: map[string]time.Duration{"default": DefaultTimeout, "thanos": DefaultTimeout}},
+		{name: "entry set", entry: "timeout: 30s", want: map[string]time.Duration{"default": DefaultTimeout, "thanos": 30 * time.Second}},
+		{name: "entry negative", entry: "timeout: -1s", wantErr: "backends[0].timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			args := append([]string{"--prometheus-url=http://prometheus:9090"}, tc.args...)
+			if tc.entry != "-" {
+				file := filepath.Join(t.TempDir(), "backends.yaml")
+				writeFile(t, file, "backends:\n- name: thanos\n  url: http://thanos:10902\n  "+tc.entry+"\n")
+				args = append(args, "--backends-config="+file)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if errs := o.Validate(); len(errs) != 0 || tc.wantErr != "" {
+				if tc.wantErr == "" || len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.wantErr) {
+					t.Fatalf("Validate: %v, want one error saying %q", errs, tc.wantErr)
+				}
+				return
+			}
+			bs, err := o.Backends()
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := NewBackends(bs, metrics.New(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]time.Duration{"default": set.Default().Timeout()}
+			for _, n := range set.Names() {
+				c, _ := set.Lookup(n)
+				got[n] = c.Timeout()
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("timeouts (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestTimeoutRequired: a program building a client or a backend set
+// without the flags gets no default behind its back: a zero timeout is
+// refused, naming the backend and the flags' default.
+func TestTimeoutRequired(t *testing.T) {
+	hc := &http.Client{}
+	tests := []struct {
+		name  string
+		build func() error
+		want  string
+	}{
+		{
+			name:  "Config",
+			build: func() error { _, err := New(Config{Address: "http://prometheus:9090", HTTPClient: hc}); return err },
+			want:  `backend "default": timeout 0s must be positive (the --prometheus-timeout default is 10s)`,
+		},
+		{
+			name: "Backend",
+			build: func() error {
+				_, err := NewBackends([]Backend{{URL: "http://prometheus:9090", Timeout: time.Second}, {Name: "thanos", URL: "http://thanos:10902"}}, metrics.New(), nil)
+				return err
+			},
+			want: `backend "thanos": timeout 0s must be positive (the --prometheus-timeout default is 10s)`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.build(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("without a timeout: %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -15,10 +15,10 @@ import (
 // views follow; a reload that cannot be built changes nothing.
 func TestBackendsReload(t *testing.T) {
 	s, err := NewBackends([]Backend{
-		{URL: "http://prometheus:9090"},
-		{Name: "thanos", URL: "http://thanos:10902"},
-		{Name: "vm", URL: "http://vm:8428"},
-		{Name: "old", URL: "http://old:9090"},
+		{URL: "http://prometheus:9090", Timeout: DefaultTimeout},
+		{Name: "thanos", URL: "http://thanos:10902", Timeout: DefaultTimeout},
+		{Name: "vm", URL: "http://vm:8428", Timeout: DefaultTimeout},
+		{Name: "old", URL: "http://old:9090", Timeout: DefaultTimeout},
 	}, metrics.New(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -27,9 +27,9 @@ func TestBackendsReload(t *testing.T) {
 	view := s.WithTimeout(func(own time.Duration) time.Duration { return 3 * own })
 
 	added, changed, removed, err := s.Reload([]Backend{
-		{Name: "thanos", URL: "http://thanos:10902"},
+		{Name: "thanos", URL: "http://thanos:10902", Timeout: DefaultTimeout},
 		{Name: "vm", URL: "http://vm:8428", Timeout: 20 * time.Second},
-		{Name: "mimir", URL: "http://mimir:8080"},
+		{Name: "mimir", URL: "http://mimir:8080", Timeout: DefaultTimeout},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestBackendsReload(t *testing.T) {
 	}
 
 	// Refused: the set in service stays.
-	if _, _, _, err := s.Reload([]Backend{{Name: "a", URL: "http://a:1"}, {Name: "a", URL: "http://a:2"}}); err == nil {
+	if _, _, _, err := s.Reload([]Backend{{Name: "a", URL: "http://a:1", Timeout: DefaultTimeout}, {Name: "a", URL: "http://a:2", Timeout: DefaultTimeout}}); err == nil {
 		t.Fatal("a reload defining a backend twice was accepted")
 	}
 	if d := cmp.Diff([]string{"mimir", "thanos", "vm"}, s.Names()); d != "" {
@@ -67,7 +67,7 @@ func TestBackendsReload(t *testing.T) {
 
 // Lookups during reloads read one whole set or the other (run with -race).
 func TestBackendsReloadConcurrentLookups(t *testing.T) {
-	s, err := NewBackends([]Backend{{URL: "http://prometheus:9090"}, {Name: "a", URL: "http://a:9090"}}, metrics.New(), nil)
+	s, err := NewBackends([]Backend{{URL: "http://prometheus:9090", Timeout: DefaultTimeout}, {Name: "a", URL: "http://a:9090", Timeout: DefaultTimeout}}, metrics.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 func TestBackendsLookup(t *testing.T) {
 	s, err := NewBackends([]Backend{
 		{URL: "http://prometheus:9090", Timeout: 3 * time.Second},
-		{Name: "thanos", URL: "http://thanos:10902"},
+		{Name: "thanos", URL: "http://thanos:10902", Timeout: DefaultTimeout},
 		{Name: "amp", URL: "http://amp:8080", Timeout: 20 * time.Second},
 	}, metrics.New(), nil)
 	if err != nil {
@@ -64,8 +64,8 @@ func TestNewBackendsRefuses(t *testing.T) {
 		want     string
 	}{
 		{"none", nil, "no default backend"},
-		{"default named again", []Backend{{URL: "http://a"}, {Name: "default", URL: "http://b"}}, `backend "default": the default backend's name is reserved`},
-		{"twice", []Backend{{URL: "http://a"}, {Name: "x", URL: "http://b"}, {Name: "x", URL: "http://c"}}, `backend "x": defined twice`},
+		{"default named again", []Backend{{URL: "http://a", Timeout: DefaultTimeout}, {Name: "default", URL: "http://b", Timeout: DefaultTimeout}}, `backend "default": the default backend's name is reserved`},
+		{"twice", []Backend{{URL: "http://a", Timeout: DefaultTimeout}, {Name: "x", URL: "http://b", Timeout: DefaultTimeout}, {Name: "x", URL: "http://c", Timeout: DefaultTimeout}}, `backend "x": defined twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewBackends(tc.backends, metrics.New(), nil); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -29,7 +29,7 @@ func TestReadinessDetailsFollowBackendsReload(t *testing.T) {
 	downURL := down.URL
 	down.Close() // connections refused from now on
 
-	set, err := promclient.NewBackends([]promclient.Backend{{URL: up.URL}}, metrics.New(), nil)
+	set, err := promclient.NewBackends([]promclient.Backend{{URL: up.URL, Timeout: time.Second}}, metrics.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestReadinessDetailsFollowBackendsReload(t *testing.T) {
 		t.Fatalf("details with every backend up: %q", got)
 	}
 
-	if _, _, _, err := set.Reload([]promclient.Backend{{Name: "added", URL: downURL}}); err != nil {
+	if _, _, _, err := set.Reload([]promclient.Backend{{Name: "added", URL: downURL, Timeout: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	added, ok := set.Lookup("added")

@@ -224,7 +224,7 @@ func testConfig(t *testing.T, rules, promURL string, tweak func(*Config)) (cfg *
 		Informers:          inf,
 		Kube:               base,
 		RulesFiles:         []string{rulesFile},
-		Backends:           []promclient.Backend{{URL: promURL}},
+		Backends:           []promclient.Backend{{URL: promURL, Timeout: promclient.DefaultTimeout}},
 		Discovery:          discovery.Options{Interval: time.Minute},
 		ClientCertCacheTTL: certauth.DefaultTTL,
 	}
