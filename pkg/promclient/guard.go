@@ -112,7 +112,22 @@ type GuardConfig struct {
 	// team's slow queries leave most of the backend's bound to the
 	// cluster's rules and the other teams; negative: no bound.
 	MaxWaitingPerTeam int
+	// MaxConcurrentPerTeam is how many requests of one namespace's team
+	// rules (WithTenant) may be in flight to the backend at once, that is
+	// how many of that team's queries the backend evaluates at a time;
+	// more wait for one of them to finish, within their own deadline and
+	// counted in the team's waiting bound. It bounds what one team's heavy
+	// queries take of the backend's capacity: with 12 distinct heavy team
+	// queries in flight at once on a 2-core Prometheus, 10-28 % of the
+	// cluster's and another team's requests failed (docs/reliability.md).
+	// 0: DefaultMaxConcurrentPerTeam; negative: no bound.
+	MaxConcurrentPerTeam int
 }
+
+// DefaultMaxConcurrentPerTeam is GuardConfig.MaxConcurrentPerTeam's
+// default: two queries of one team at a time, a tenth of Prometheus's own
+// default --query.max-concurrency (20).
+const DefaultMaxConcurrentPerTeam = 2
 
 // guardLimits is the GuardConfig of the flags' values, where 0 means no
 // bound (maxInFlight, maxWaiting, maxAnswerBytes) and never marked down (failures).
@@ -151,6 +166,9 @@ func (c GuardConfig) withDefaults() GuardConfig {
 	}
 	if c.MaxWaitingPerTeam == 0 {
 		c.MaxWaitingPerTeam = max(c.MaxWaiting/4, 1)
+	}
+	if c.MaxConcurrentPerTeam == 0 {
+		c.MaxConcurrentPerTeam = DefaultMaxConcurrentPerTeam
 	}
 	return c
 }
@@ -199,7 +217,10 @@ type Guard struct {
 	// bound (clock when it can, else the real clock).
 	waiters     waiters
 	waitRefused prometheus.Counter
-	graceClock  clock.WithDelayedExecution
+	// teams bounds each namespace's team rule requests in flight
+	// (cfg.MaxConcurrentPerTeam; guard_team.go).
+	teams      teamSlots
+	graceClock clock.WithDelayedExecution
 	// sends counts the calls sent (a call's sequence number); answered is
 	// the highest sequence number of a call the backend answered (headers,
 	// any status but 504): what tells a backend that answers from a
@@ -436,6 +457,24 @@ type guardedTransport struct {
 // RoundTrip implements http.RoundTripper.
 func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	g := t.guard
+	ns := tenantOf(req.Context())
+	release, err := g.teams.acquire(req.Context(), g, ns)
+	if err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
+	resp, err := t.roundTrip(req, ns, release)
+	if err != nil {
+		release()
+	}
+	return resp, err
+}
+
+// roundTrip is RoundTrip once the request holds its team's slot (release
+// frees it; the answer's body does when it is done).
+func (t *guardedTransport) roundTrip(req *http.Request, ns string, release func()) (*http.Response, error) {
+	g := t.guard
+	team := ns != ""
 	ok, probe := g.admit()
 	if !ok {
 		g.down.Inc()
@@ -456,8 +495,6 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	g.inFlight.Inc()
 	sent, seq := g.clock.Now(), g.sends.Add(1)
-	ns := tenantOf(req.Context())
-	team := ns != ""
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		o, why := outcomeOf(req.Context(), err), err
@@ -474,7 +511,7 @@ func (t *guardedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		g.noteAnswered(seq, ns)
 	}
 	resp.Body = &guardedBody{ReadCloser: resp.Body, guard: g, ctx: req.Context(), probe: probe, team: team,
-		gatewayTimeout: resp.StatusCode == http.StatusGatewayTimeout}
+		gatewayTimeout: resp.StatusCode == http.StatusGatewayTimeout, release: release}
 	return resp, nil
 }
 
@@ -523,7 +560,9 @@ type guardedBody struct {
 	team bool
 	// gatewayTimeout: the answer is a 504, a failure however it is read.
 	gatewayTimeout bool
-	once           sync.Once
+	// release frees the request's team slot (guard_team.go).
+	release func()
+	once    sync.Once
 	// read is the bytes read so far, counted in guard.answerBytes until
 	// Close (released once).
 	read, released int64
@@ -583,7 +622,12 @@ func (b *guardedBody) done(o outcome, err error) {
 	if b.gatewayTimeout && o == outcomeAnswered {
 		o, err = outcomeFailed, errGatewayTimeout
 	}
-	b.once.Do(func() { b.guard.finish(teamOutcome(o, b.probe, b.team), b.probe, err) })
+	b.once.Do(func() {
+		b.guard.finish(teamOutcome(o, b.probe, b.team), b.probe, err)
+		if b.release != nil {
+			b.release()
+		}
+	})
 }
 
 // AnswerTooLargeError is the error of an answer refused for its size: longer

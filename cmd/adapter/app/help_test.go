@@ -33,6 +33,7 @@ func TestFlagSections(t *testing.T) {
 		"config":                          sectionRules,
 		"team-rules":                      sectionRules,
 		"team-rules-max-waiting":          sectionRules,
+		"team-rules-max-in-flight":        sectionRules,
 		"team-rules-max-metrics-per-rule": sectionRules,
 		"downstream-config":               sectionDownstream,
 		"secure-port":                     sectionServing,

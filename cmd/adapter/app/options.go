@@ -4,6 +4,7 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,10 @@ type ServerOptions struct {
 	// the requests of one namespace's team rules waiting on its answers
 	// (0: a quarter of the backend's waiting bound).
 	TeamRulesMaxWaiting int
+	// TeamRulesMaxInFlight is every backend's
+	// GuardConfig.MaxConcurrentPerTeam: one namespace's team rule requests
+	// in flight to it at once.
+	TeamRulesMaxInFlight int
 	// SchedulesFile is --schedules-config (schedules.go).
 	SchedulesFile string
 	// DownstreamConfig is the file of the downstream metrics servers
@@ -229,6 +234,9 @@ func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.TeamRulesMaxWaiting, "team-rules-max-waiting", o.TeamRulesMaxWaiting,
 		"With --team-rules, the most requests of one namespace's team rules waiting on one backend's answers: one more waits 1s at most, then is answered 503 naming the namespace, so that one team's slow queries leave the rest of the backend's bound to the cluster's rules and the other teams. "+
 			"0: a quarter of the backend's bound (--prometheus-max-waiting or its max_waiting; 10 of the default 40).")
+	fs.IntVar(&o.TeamRulesMaxInFlight, "team-rules-max-in-flight", o.TeamRulesMaxInFlight,
+		"With --team-rules, the most queries of one namespace's team rules a backend evaluates at once; more wait (within their deadline and --team-rules-max-waiting) for one of them to finish, so that one team's heavy queries take a bounded share of the backend. "+
+			"0: "+strconv.Itoa(promclient.DefaultMaxConcurrentPerTeam)+".")
 }
 
 // addLibraryFlags registers custom-metrics-apiserver's flags (the adapter
@@ -408,6 +416,9 @@ func (o *ServerOptions) validateTeamRules() []error {
 	if o.Discovery.MaxTeamRuleMetrics < 1 {
 		errs = append(errs, fmt.Errorf("--team-rules-max-metrics-per-rule %d: must be at least 1", o.Discovery.MaxTeamRuleMetrics))
 	}
+	if o.TeamRulesMaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--team-rules-max-in-flight %d: must not be negative (0: %d)", o.TeamRulesMaxInFlight, promclient.DefaultMaxConcurrentPerTeam))
+	}
 	return append(errs, o.validateTeamWaiting()...)
 }
 
@@ -436,6 +447,7 @@ func (o *ServerOptions) backends() ([]promclient.Backend, error) {
 	}
 	for i := range backends {
 		backends[i].Guard.MaxWaitingPerTeam = o.TeamRulesMaxWaiting
+		backends[i].Guard.MaxConcurrentPerTeam = o.TeamRulesMaxInFlight
 	}
 	return backends, nil
 }

@@ -100,9 +100,9 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		},
 		{
 			name: "team limits wrong",
-			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-rules-per-configmap=0", "--team-rules-max-configmaps=-1", "--team-rules-max-metrics-per-rule=0", "--team-rules-max-waiting=-2"},
+			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-rules-per-configmap=0", "--team-rules-max-configmaps=-1", "--team-rules-max-metrics-per-rule=0", "--team-rules-max-waiting=-2", "--team-rules-max-in-flight=-1"},
 			want: []string{"--team-rules-max-rules-per-configmap 0: must be at least 1", "--team-rules-max-configmaps -1: must be at least 1",
-				"--team-rules-max-metrics-per-rule 0: must be at least 1", "--team-rules-max-waiting -2: must not be negative"},
+				"--team-rules-max-metrics-per-rule 0: must be at least 1", "--team-rules-max-in-flight -1: must not be negative", "--team-rules-max-waiting -2: must not be negative"},
 		},
 		{
 			name: "team waiting bound above the backend's",
@@ -200,11 +200,11 @@ func TestTeamLimitFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		args                  []string
-		wantMetrics, wantWait int
+		args                              []string
+		wantMetrics, wantWait, wantFlight int
 	}{
-		{args: nil, wantMetrics: discovery.DefaultMaxTeamRuleMetrics, wantWait: 0},
-		{args: []string{"--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=6"}, wantMetrics: 20, wantWait: 6},
+		{args: nil, wantMetrics: discovery.DefaultMaxTeamRuleMetrics, wantWait: 0, wantFlight: 0},
+		{args: []string{"--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=6", "--team-rules-max-in-flight=3"}, wantMetrics: 20, wantWait: 6, wantFlight: 3},
 	}
 	for _, tc := range tests {
 		o := NewServerOptions()
@@ -222,10 +222,10 @@ func TestTeamLimitFlags(t *testing.T) {
 		}
 		var got []int
 		for _, b := range backends {
-			got = append(got, b.Guard.MaxWaitingPerTeam)
+			got = append(got, b.Guard.MaxWaitingPerTeam, b.Guard.MaxConcurrentPerTeam)
 		}
-		if diff := cmp.Diff([]int{tc.wantWait, tc.wantWait}, got); diff != "" {
-			t.Errorf("%v: MaxWaitingPerTeam of the two backends (-want +got):\n%s", tc.args, diff)
+		if diff := cmp.Diff([]int{tc.wantWait, tc.wantFlight, tc.wantWait, tc.wantFlight}, got); diff != "" {
+			t.Errorf("%v: MaxWaitingPerTeam, MaxConcurrentPerTeam of the two backends (-want +got):\n%s", tc.args, diff)
 		}
 	}
 }
