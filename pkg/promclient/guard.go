@@ -226,6 +226,10 @@ type Guard struct {
 	// any status but 504): what tells a backend that answers from a
 	// stalled one (waiter.graceOut).
 	sends, answered atomic.Uint64
+	// held is the calls sent and not yet answered (nor failed), with when
+	// they were sent: what the waiting bound's stall verdict times
+	// (waiter.graceOut).
+	held heldCalls
 
 	// answerBytes is the bytes of the answers being read (until their body
 	// is closed): bounded by AnswerBudgetAnswers*cfg.MaxAnswerBytes.
@@ -495,7 +499,9 @@ func (t *guardedTransport) roundTrip(req *http.Request, ns string, release func(
 	}
 	g.inFlight.Inc()
 	sent, seq := g.clock.Now(), g.sends.Add(1)
+	g.held.add(seq, sent, ns)
 	resp, err := t.next.RoundTrip(req)
+	g.held.remove(seq)
 	if err != nil {
 		o, why := outcomeOf(req.Context(), err), err
 		if o == outcomeNeutral && g.clock.Since(sent) >= StallAfter {

@@ -171,8 +171,14 @@ type waiter struct {
 	// flight the caller waits on started (flight): that flight's call, and
 	// every call sent after it, has a higher sequence number. Until the
 	// caller reaches its flight, the count when it entered.
-	mark  atomic.Uint64
-	timer clock.Timer // nil: within every bound
+	mark atomic.Uint64
+	// beyond: the caller is beyond a bound (teamOver or backendOver) and
+	// has a grace timer.
+	beyond bool
+	// mu guards timer (re-armed by graceOut's rearm) and finished (done).
+	mu       sync.Mutex
+	timer    clock.Timer
+	finished bool
 }
 
 // graceStall is the cause ending the wait of a caller whose grace ran out
@@ -223,9 +229,12 @@ func (g *Guard) wait(ctx context.Context) (*waiter, error) {
 	w.mu.Unlock()
 	wt := &waiter{g: g, parent: ctx, ctx: ctx, tenant: tenant, team: team, teamOver: teamOver, backendOver: backendOver}
 	if teamOver || backendOver {
+		wt.beyond = true
 		wt.mark.Store(g.sends.Load())
 		wt.ctx, wt.cancel = context.WithCancelCause(ctx)
-		wt.timer = g.graceClock.AfterFunc(g.cfg.WaitGrace, wt.graceOut)
+		wt.mu.Lock()
+		wt.timer = g.graceClock.AfterFunc(g.cfg.WaitGrace, wt.graceRanOut)
+		wt.mu.Unlock()
 	}
 	return wt, nil
 }
@@ -233,7 +242,7 @@ func (g *Guard) wait(ctx context.Context) (*waiter, error) {
 // flight tells the waiter the mark of the flight it created or joined
 // (flight.mark).
 func (wt *waiter) flight(mark uint64) {
-	if wt.timer != nil {
+	if wt.beyond {
 		wt.mark.Store(mark)
 	}
 }
@@ -271,7 +280,59 @@ func (wt *waiter) graceOut() {
 		return
 	}
 	w.mu.Unlock()
+	// The backend must also be holding a call (of the namespace, for a
+	// team's bound) it was sent at least the grace ago: a flight whose
+	// call the adapter has not sent yet, or sent late (its own CPU, in a
+	// burst), says nothing of the backend.
+	now, grace := g.clock.Now(), g.cfg.WaitGrace
+	again := time.Duration(0)
+	if stall.team {
+		stall.team, again = g.held.heldFor(wt.tenant, now, grace)
+	}
+	if stall.backend {
+		var d time.Duration
+		stall.backend, d = g.held.heldFor("", now, grace)
+		if again == 0 || (d > 0 && d < again) {
+			again = d
+		}
+	}
+	if !stall.team && !stall.backend {
+		w.mu.Lock()
+		w.pastGrace++
+		w.mu.Unlock()
+		wt.rearm(again)
+		return
+	}
 	wt.cancel(stall)
+}
+
+// heldFor says whether the backend has held a call (of namespace ns's team
+// rules when ns is not "") for grace by now; if not, again is how long
+// until the oldest will have been (grace when none is held).
+func (h *heldCalls) heldFor(ns string, now time.Time, grace time.Duration) (held bool, again time.Duration) {
+	sent, ok := h.oldest(ns)
+	if !ok {
+		return false, grace
+	}
+	if d := now.Sub(sent); d < grace {
+		return false, grace - d
+	}
+	return true, 0
+}
+
+// graceRanOut is the grace timer's function: it judges on another
+// goroutine (graceOut reads the clock and may arm the timer again, and a
+// fake clock runs a timer's function holding its lock).
+func (wt *waiter) graceRanOut() { go wt.graceOut() }
+
+// rearm judges the caller's grace again after d, unless it is done by
+// then.
+func (wt *waiter) rearm(d time.Duration) {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if !wt.finished {
+		wt.timer = wt.g.graceClock.AfterFunc(d, wt.graceRanOut)
+	}
 }
 
 // done counts the caller out, given the error its wait ended with. When
@@ -283,8 +344,11 @@ func (wt *waiter) done(err error) error {
 		return err
 	}
 	var stall *graceStall
-	if wt.timer != nil {
+	if wt.beyond {
+		wt.mu.Lock()
+		wt.finished = true
 		wt.timer.Stop()
+		wt.mu.Unlock()
 		if err != nil && wt.parent.Err() == nil {
 			errors.As(context.Cause(wt.ctx), &stall)
 		}
@@ -364,4 +428,50 @@ func (w *waiters) drop(ns string, b *waitBound) {
 	if b.waiting == 0 && w.teams[ns] == b {
 		delete(w.teams, ns)
 	}
+}
+
+// heldCalls is a backend's calls sent and not yet answered or failed, by
+// sequence number (Guard.sends), with when each was sent and for which
+// namespace's team rules ("" the cluster's). At most the in-flight bound
+// of them are held at once.
+type heldCalls struct {
+	mu    sync.Mutex
+	calls map[uint64]heldCall
+}
+
+type heldCall struct {
+	sent time.Time
+	ns   string
+}
+
+func (h *heldCalls) add(seq uint64, sent time.Time, ns string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls == nil {
+		h.calls = map[uint64]heldCall{}
+	}
+	h.calls[seq] = heldCall{sent: sent, ns: ns}
+}
+
+func (h *heldCalls) remove(seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.calls, seq)
+}
+
+// oldest is when the earliest held call was sent, of namespace ns's team
+// rules when ns is not "" (any call when it is); ok is false when none is
+// held.
+func (h *heldCalls) oldest(ns string) (sent time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.calls {
+		if ns != "" && c.ns != ns {
+			continue
+		}
+		if !ok || c.sent.Before(sent) {
+			sent, ok = c.sent, true
+		}
+	}
+	return sent, ok
 }

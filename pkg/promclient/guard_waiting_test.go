@@ -370,3 +370,66 @@ func TestWaitingBoundTeams(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingBoundCallNotSentYet: a request beyond the bound whose grace
+// runs out while the backend holds no call (the adapter has not sent its
+// flight's call yet: its own CPU, in a burst of 1,000 requests on two
+// cores) waits on and is judged again; once a call has been held for the
+// grace with nothing answered, it fails and saturates the bound. Before,
+// the first verdict refused it (516 of a 1,000-request burst answered 503
+// with one query sent and answered within milliseconds, 5 Dec).
+func TestWaitingBoundCallNotSentYet(t *testing.T) {
+	f := newWaitingFixture(t, GuardConfig{MaxWaiting: 1})
+	g := f.guard
+	ctx := context.Background()
+	within, err := g.wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beyond, err := g.wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beyond.flight(g.sentMark())
+	f.clk.Step(testGrace)
+	pollUntil(t, func() bool {
+		g.waiters.mu.Lock()
+		defer g.waiters.mu.Unlock()
+		return g.waiters.pastGrace == 1
+	})
+	if err := context.Cause(beyond.ctx); err != nil {
+		t.Fatalf("grace ran out with no call held: the wait ended (%v), want it to go on", err)
+	}
+	// The flight's call is sent half a grace later; when the grace runs
+	// out again it has been held half of it: the wait goes on, for the
+	// other half.
+	pollUntil(t, f.clk.HasWaiters)
+	f.clk.Step(testGrace / 2)
+	seq := g.sends.Add(1)
+	g.held.add(seq, f.clk.Now(), "")
+	f.clk.Step(testGrace / 2)
+	pollUntil(t, func() bool {
+		g.waiters.mu.Lock()
+		defer g.waiters.mu.Unlock()
+		return g.waiters.pastGrace == 2
+	})
+	if err := context.Cause(beyond.ctx); err != nil {
+		t.Fatalf("the call held half the grace: the wait ended (%v), want it to go on", err)
+	}
+	pollUntil(t, f.clk.HasWaiters)
+	f.clk.Step(testGrace / 2)
+	<-beyond.ctx.Done()
+	var stall *graceStall
+	if !errors.As(context.Cause(beyond.ctx), &stall) || !stall.backend {
+		t.Fatalf("the call held the grace: cause %v, want a backend stall", context.Cause(beyond.ctx))
+	}
+	var waiting *TooManyWaitingError
+	if err := beyond.done(beyond.ctx.Err()); !errors.As(err, &waiting) {
+		t.Errorf("the request beyond the bound: %v, want a *TooManyWaitingError", err)
+	}
+	if _, err := g.wait(ctx); err == nil {
+		t.Errorf("a request beyond the saturated bound: admitted, want refused at once")
+	}
+	g.held.remove(seq)
+	_ = within.done(nil)
+}
