@@ -151,10 +151,10 @@ func (f *waitingFixture) burst(t *testing.T, ctx context.Context, query string, 
 			errs <- err
 		}()
 		if i == 0 {
-			pollUntil(t, func() bool { return f.rt.count(f.rt.sent, query) == 1 })
+			waitFor(t, func() bool { return f.rt.count(f.rt.sent, query) == 1 })
 		}
 	}
-	pollUntil(t, func() bool { return testutil.ToFloat64(coalesced)-before == float64(n-1) })
+	waitFor(t, func() bool { return testutil.ToFloat64(coalesced)-before == float64(n-1) })
 	return errs
 }
 
@@ -163,7 +163,7 @@ func (f *waitingFixture) burst(t *testing.T, ctx context.Context, query string, 
 func (f *waitingFixture) judged(t *testing.T, errs <-chan error, n int) (pastGrace int, failed []error) {
 	t.Helper()
 	w := &f.guard.waiters
-	pollUntil(t, func() bool {
+	waitFor(t, func() bool {
 		for len(errs) > 0 {
 			failed = append(failed, <-errs)
 		}
@@ -202,17 +202,6 @@ func tooManyWaiting(errs []error) (n int, namespaces []string) {
 	return n, namespaces
 }
 
-func pollUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestWaitingBoundAnsweringBackend: requests beyond the waiting bound that
 // wait past their grace on a backend that is answering wait on and are
 // served: the answer of their own flight came and the adapter is still
@@ -230,7 +219,7 @@ func TestWaitingBoundAnsweringBackend(t *testing.T) {
 		name: "the flight's answer came, its body is still being read",
 		answer: func(t *testing.T, f *waitingFixture, g *queryGate) {
 			g.sendHeaders()
-			pollUntil(t, func() bool { return f.rt.count(f.rt.answered, "slow") == 1 })
+			waitFor(t, func() bool { return f.rt.count(f.rt.answered, "slow") == 1 })
 		},
 	}, {
 		name: "a call sent after the flight was answered",
@@ -297,14 +286,14 @@ func TestWaitingBoundStalledBackend(t *testing.T) {
 					_, err := f.c.QuerySamples(context.Background(), "earlier", time.Time{})
 					earlier <- err
 				}()
-				pollUntil(t, func() bool { return f.rt.count(f.rt.sent, "earlier") == 1 })
+				waitFor(t, func() bool { return f.rt.count(f.rt.sent, "earlier") == 1 })
 			}
 			g := f.rt.gate("slow")
 			defer g.answer()
 			errs := f.burst(t, context.Background(), "slow", n)
 			if tc.earlier {
 				eg.sendHeaders()
-				pollUntil(t, func() bool { return f.rt.count(f.rt.answered, "earlier") == 1 })
+				waitFor(t, func() bool { return f.rt.count(f.rt.answered, "earlier") == 1 })
 			}
 			f.clk.Step(testGrace)
 			pastGrace, failed := f.judged(t, errs, tc.beyond)
@@ -392,31 +381,23 @@ func TestWaitingBoundCallNotSentYet(t *testing.T) {
 	}
 	beyond.flight(g.sentMark())
 	f.clk.Step(testGrace)
-	pollUntil(t, func() bool {
-		g.waiters.mu.Lock()
-		defer g.waiters.mu.Unlock()
-		return g.waiters.pastGrace == 1
-	})
+	waitFor(t, pastGraceIs(g, 1))
 	if err := context.Cause(beyond.ctx); err != nil {
 		t.Fatalf("grace ran out with no call held: the wait ended (%v), want it to go on", err)
 	}
 	// The flight's call is sent half a grace later; when the grace runs
 	// out again it has been held half of it: the wait goes on, for the
 	// other half.
-	pollUntil(t, f.clk.HasWaiters)
+	waitFor(t, f.clk.HasWaiters)
 	f.clk.Step(testGrace / 2)
 	seq := g.sends.Add(1)
 	g.held.add(seq, f.clk.Now(), "")
 	f.clk.Step(testGrace / 2)
-	pollUntil(t, func() bool {
-		g.waiters.mu.Lock()
-		defer g.waiters.mu.Unlock()
-		return g.waiters.pastGrace == 2
-	})
+	waitFor(t, pastGraceIs(g, 2))
 	if err := context.Cause(beyond.ctx); err != nil {
 		t.Fatalf("the call held half the grace: the wait ended (%v), want it to go on", err)
 	}
-	pollUntil(t, f.clk.HasWaiters)
+	waitFor(t, f.clk.HasWaiters)
 	f.clk.Step(testGrace / 2)
 	<-beyond.ctx.Done()
 	var stall *graceStall
@@ -432,4 +413,14 @@ func TestWaitingBoundCallNotSentYet(t *testing.T) {
 	}
 	g.held.remove(seq)
 	_ = within.done(nil)
+}
+
+// pastGraceIs says whether n requests beyond g's bounds have waited on past
+// their grace.
+func pastGraceIs(g *Guard, n int) func() bool {
+	return func() bool {
+		g.waiters.mu.Lock()
+		defer g.waiters.mu.Unlock()
+		return g.waiters.pastGrace == n
+	}
 }
