@@ -79,6 +79,7 @@ func TestFaults(t *testing.T) {
 	if v := os.Getenv("PROMSCALER_CHAOS_FAULTS"); v != "" {
 		only = strings.Split(v, ",")
 	}
+	setAdapterPod(t) // Events of config-emptied and config-bad-then-good
 	s := startStack(t, stackOptions{rotation: true, adapterArgs: strings.Fields(os.Getenv("PROMSCALER_CHAOS_ADAPTER_ARGS"))})
 	out := outDir(t, s)
 	stamp := time.Now().UTC().Format("20060102-150405")
@@ -214,7 +215,7 @@ func faults() []fault {
 				fx.s.proxy.set(passThrough, 0)
 				return time.Now(), kinds
 			}},
-		{name: "config-emptied", does: "The rules file is truncated to nothing (an accidentally emptied ConfigMap key) for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s): the reload must be refused and every metric keep answering.",
+		{name: "config-emptied", does: "The rules file is truncated to nothing (an accidentally emptied ConfigMap key) for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s): the reload must be refused, every metric keep answering, and the refusal show in the log, promscaler_config_rules_emptied_total and a RulesEmptied Event.",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
 				writeFile(t, fx.s.rules, "")
 				time.Sleep(fx.hold)
@@ -222,10 +223,14 @@ func faults() []fault {
 				if !res.correct() {
 					t.Errorf("after %v with the rules file emptied: status %d (err %q), want the rules in service to answer", fx.hold, res.status, res.err)
 				}
+				problems, eventNote := fx.s.checkRulesEmptied(fx.ctx)
+				for _, p := range problems {
+					t.Errorf("rules file emptied: %s", p)
+				}
 				writeFile(t, fx.s.rules, adapterRules)
 				end := time.Now()
 				time.Sleep(3 * time.Second)
-				return end, fmt.Sprintf("after %v emptied: status %d; %s", fx.hold, res.status, fx.s.metricsNote(fx.ctx, "promscaler_config_rules_emptied_total", "promscaler_config_reloads_total"))
+				return end, fmt.Sprintf("after %v emptied: status %d; %s; %s", fx.hold, res.status, fx.s.metricsNote(fx.ctx, "promscaler_config_rules_emptied_total", "promscaler_config_reloads_total"), eventNote)
 			}},
 		{name: "config-bad-then-good", does: "The rules file is replaced by one whose metricsQuery Prometheus would reject (unbalanced brackets), kept for the hold time, then the good file is put back (hot reload, --config-reload-interval=1s).",
 			inject: func(t *testing.T, fx *faultRun) (time.Time, string) {
