@@ -122,6 +122,9 @@ type teamRow struct {
 //     other team's metric is served within maxTeamLoadDelay, the bombs get
 //     RulesRejected events, and once deleted, the slow team's fixed
 //     ConfigMap under the same name is served;
+//   - team-bombs-at-restart: the adapter is restarted with two bombs among
+//     the teams' ConfigMaps: every other ConfigMap is served again (before:
+//     a random subset never loaded after a restart);
 //   - team-slow-queries: the slow team keeps requests for a metric whose
 //     query runs past the adapter's Prometheus timeout in flight (a heavy
 //     query on the real, shared Prometheus) while the other team's and the
@@ -151,6 +154,11 @@ func TestTeamFaults(t *testing.T) {
 		rows = append(rows, r)
 		write()
 		checkTeamRow(t, r)
+	})
+	t.Run("team-bombs-at-restart", func(t *testing.T) {
+		r := s.bombsAtRestart(t, ctx)
+		rows = append(rows, r)
+		write()
 	})
 	t.Run("team-slow-queries", func(t *testing.T) {
 		load := s.startMixedLoad(rate, 0, []kind{kindCustom, kindTeam, kindExternal}, hc, s.env.APIServerURL)
@@ -306,6 +314,56 @@ func (s *stack) templateBombFault(t *testing.T, ctx context.Context, load *loade
 	r.notes = fmt.Sprintf("the other team's new ConfigMap served %s after its creation (load delay); %s; the slow team's fixed ConfigMap served %s after the bombs were deleted",
 		sinceText(served, start), strings.Join(notes, "; "), sinceText(fixed, deleted))
 	return r
+}
+
+// bombsAtRestart creates two more bombs in the slow team's namespace
+// (beside its fixed ConfigMap and the other team's), waits until both are
+// refused, restarts the adapter (SIGTERM, the same flags and port) and
+// measures how long each team's ConfigMap takes to be served again: the
+// informer's initial list hands the bombs to the loader with every other
+// ConfigMap, in an order the test does not choose. The bombs are deleted
+// at the end.
+func (s *stack) bombsAtRestart(t *testing.T, ctx context.Context) teamRow {
+	t.Helper()
+	bombs := map[string]bool{"bomb-restart": false, "bomb-restart-guarded": true}
+	for name, guarded := range bombs {
+		if err := s.applyTeamRules(ctx, slowTeam, name, "rules:\n"+templateBomb(60, guarded)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range bombs {
+		if _, _, err := s.waitRejected(ctx, slowTeam, name, "template calls", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := s.adapter
+	old.Process.Stop(30 * time.Second)
+	start := time.Now()
+	a, err := s.env.StartAdapterArgs(ctx, old.Port, old.Process.Args[1:])
+	if err != nil {
+		t.Fatalf("restarting the adapter: %v", err)
+	}
+	healthy := time.Since(start)
+	s.adapter.Process = a.Process
+	var notes []string
+	for _, ns := range []string{otherTeam, slowTeam} {
+		served, err := s.waitTeamValue(ctx, ns, 2*time.Minute)
+		if err != nil {
+			t.Errorf("after the restart with the bombs in place: %v", err)
+		}
+		notes = append(notes, fmt.Sprintf("%s's ConfigMap served %s after the restart", ns, sinceText(served, start)))
+	}
+	if err := s.waitCorrect(ctx, time.Minute); err != nil {
+		t.Errorf("the cluster's rules after the restart: %v", err)
+	}
+	for name := range bombs {
+		if err := s.env.Client.CoreV1().ConfigMaps(slowTeam).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return teamRow{name: "team-bombs-at-restart",
+		does:  "the adapter restarted (SIGTERM, same flags) with two 60-deep bombs (one guarded) among the teams' ConfigMaps",
+		notes: fmt.Sprintf("new adapter healthy after %v; %s", healthy.Round(10*time.Millisecond), strings.Join(notes, "; "))}
 }
 
 func sinceText(at, from time.Time) string {
