@@ -63,7 +63,7 @@ func TestServerPassesArrivalTimeToPrometheusClient(t *testing.T) {
 		return http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[]}}`
 	})
 	p := &arrivalProvider{}
-	factory := func(deps ProviderDeps) (*Providers, error) {
+	factory := func(_ *Config, deps ProviderDeps) (*Providers, error) {
 		if deps.Backends == nil {
 			return nil, fmt.Errorf("no Prometheus client")
 		}

@@ -30,16 +30,16 @@ import (
 // coalescing Prometheus clients; when the rules files have resourceRules at
 // startup, metrics.k8s.io (pkg/resourcemetrics) from the same clients,
 // rules and cache; and, when asked, the team rules ConfigMaps.
-func DefaultProviders(deps ProviderDeps) (*Providers, error) {
-	mapper, err := deps.Kube.RESTMapper()
+func DefaultProviders(c *Config, deps ProviderDeps) (*Providers, error) {
+	mapper, err := c.Kube.RESTMapper()
 	if err != nil {
 		return nil, fmt.Errorf("building the RESTMapper: %w", err)
 	}
-	disc, err := newDiscovery(deps, mapper)
+	disc, err := newDiscovery(c.Discovery, deps, mapper)
 	if err != nil {
 		return nil, err
 	}
-	restConfig, err := deps.Kube.ClientConfig()
+	restConfig, err := c.Kube.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newCustomProvider(deps, disc, objects, mapper)
+	p, err := newCustomProvider(c.Shared, deps, disc, objects, mapper)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 		return nil, err
 	}
 	rulesIn := teamrules.NewCombiner(deps.Rules, disc.SetRules)
-	team, err := teamRules(deps, restConfig, mapper, rulesIn)
+	team, err := teamRules(c.TeamRules, deps, restConfig, mapper, rulesIn)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +101,10 @@ func DefaultProviders(deps ProviderDeps) (*Providers, error) {
 	return providers, nil
 }
 
-// newDiscovery builds discovery from deps.Discovery, with the backends'
-// clients at discovery's own timeout (discoveryTimeout).
-func newDiscovery(deps ProviderDeps, mapper meta.RESTMapper) (*discovery.Discoverer, error) {
-	opts := deps.Discovery
+// newDiscovery builds discovery from opts (Config.Discovery: the flags'
+// interval, max age and strategy), with the backends' clients at
+// discovery's own timeout (discoveryTimeout).
+func newDiscovery(opts discovery.Options, deps ProviderDeps, mapper meta.RESTMapper) (*discovery.Discoverer, error) {
 	opts.Backends = promclient.LookupAs[discovery.Prometheus](deps.Backends.WithTimeout(func(own time.Duration) time.Duration {
 		return discoveryTimeout(own, opts.Interval)
 	}))
@@ -132,8 +132,8 @@ func newObjectCache(restConfig *rest.Config) (*objectcache.Cache, error) {
 }
 
 // newCustomProvider builds the custom and external metrics provider over
-// discovery's index and rules.
-func newCustomProvider(deps ProviderDeps, disc *discovery.Discoverer, objects *objectcache.Cache, mapper meta.RESTMapper) (*provider.Provider, error) {
+// discovery's index and rules, with shared evaluation as Config.Shared says.
+func newCustomProvider(shared provider.SharedConfig, deps ProviderDeps, disc *discovery.Discoverer, objects *objectcache.Cache, mapper meta.RESTMapper) (*provider.Provider, error) {
 	return provider.New(provider.Config{
 		// Before the first complete discovery the provider answers 503
 		// rather than "not found" from an empty index.
@@ -150,7 +150,7 @@ func newCustomProvider(deps ProviderDeps, disc *discovery.Discoverer, objects *o
 		Mapper:      mapper,
 		Refresh:     disc.Refresh,
 		RefreshList: disc.RefreshList,
-		Shared:      deps.Shared,
+		Shared:      shared,
 	})
 }
 
@@ -176,17 +176,17 @@ func newResourceMetrics(deps ProviderDeps, disc *discovery.Discoverer, objects *
 	})
 }
 
-// teamRules builds the team rules watcher when deps ask for it, else
-// returns nil.
-func teamRules(deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMapper, sink teamrules.Sink) (*teamrules.Watcher, error) {
-	if deps.TeamRules == nil {
+// teamRules builds the team rules watcher when opts (Config.TeamRules) ask
+// for it, else returns nil.
+func teamRules(opts *teamrules.Options, deps ProviderDeps, restConfig *rest.Config, mapper meta.RESTMapper, sink teamrules.Sink) (*teamrules.Watcher, error) {
+	if opts == nil {
 		return nil, nil
 	}
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client for team rules: %w", err)
 	}
-	return teamrules.New(teamrules.Config{Options: *deps.TeamRules, Client: client, Mapper: mapper,
+	return teamrules.New(teamrules.Config{Options: *opts, Client: client, Mapper: mapper,
 		Backends: deps.Backends.Names(), Sink: sink, Metrics: deps.Metrics})
 }
 

@@ -44,7 +44,7 @@ import (
 
 // Providers is the seam between the server and the metrics providers
 // (pkg/provider): what the server installs and runs. Everything the
-// providers need comes in through ProviderDeps.
+// providers need comes in through the Config and ProviderDeps.
 type Providers struct {
 	// Custom serves custom.metrics.k8s.io (v1beta1 and v1beta2). Required.
 	Custom cmprovider.CustomMetricsProvider
@@ -71,10 +71,10 @@ type Providers struct {
 	OurMetrics downstream.OurMetrics
 }
 
-// ProviderDeps is what the server hands the providers factory.
+// ProviderDeps is what the server builds for the providers factory; their
+// settings the factory reads from the server's Config itself (Kube,
+// Discovery, Shared, TeamRules), not from a copy.
 type ProviderDeps struct {
-	// Kube gives the Kubernetes clients.
-	Kube KubeClients
 	// Backends are the shared, coalescing clients of the default backend
 	// and the named ones, built once by the server.
 	Backends *promclient.Backends
@@ -82,18 +82,11 @@ type ProviderDeps struct {
 	Metrics *metrics.Metrics
 	// Rules are the rules files loaded at startup (rules.Load).
 	Rules *rules.RuleSet
-	// Discovery is Config.Discovery: how often discovery runs, how far back
-	// it looks and how it asks Prometheus.
-	Discovery discovery.Options
-	// Shared is Config.Shared: the custom metrics provider's shared
-	// evaluation.
-	Shared provider.SharedConfig
-	// TeamRules, when set, serves the team rules ConfigMaps (teamrules).
-	TeamRules *teamrules.Options
 }
 
-// ProvidersFactory builds the providers for a server.
-type ProvidersFactory func(ProviderDeps) (*Providers, error)
+// ProvidersFactory builds the providers for a server from its Config and
+// what Complete built for them.
+type ProvidersFactory func(*Config, ProviderDeps) (*Providers, error)
 
 // KubeClients gives the Kubernetes clients the providers use;
 // custom-metrics-apiserver's AdapterBase is one.
@@ -249,8 +242,7 @@ func (c *Config) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the Prometheus clients: %w", err)
 	}
-	providers, err := c.buildProviders(ProviderDeps{Kube: c.Kube, Backends: backends, Metrics: m,
-		Rules: start.set, Discovery: c.Discovery, Shared: c.Shared, TeamRules: c.TeamRules})
+	providers, err := c.buildProviders(ProviderDeps{Backends: backends, Metrics: m, Rules: start.set})
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +328,7 @@ func (c *Config) buildProviders(deps ProviderDeps) (*Providers, error) {
 	if newProviders == nil {
 		newProviders = DefaultProviders
 	}
-	providers, err := newProviders(deps)
+	providers, err := newProviders(c, deps)
 	if err != nil {
 		return nil, fmt.Errorf("building the metrics providers: %w", err)
 	}

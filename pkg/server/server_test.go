@@ -130,12 +130,12 @@ type fakeProviders struct {
 	ran     atomic.Bool
 }
 
-func (f *fakeProviders) factory(deps ProviderDeps) (*Providers, error) {
-	if deps.Backends == nil || deps.Metrics == nil || deps.Rules == nil || deps.Kube == nil {
-		return nil, fmt.Errorf("incomplete deps: %+v", deps)
+func (f *fakeProviders) factory(c *Config, deps ProviderDeps) (*Providers, error) {
+	if deps.Backends == nil || deps.Metrics == nil || deps.Rules == nil || c.Kube == nil {
+		return nil, fmt.Errorf("incomplete deps: %+v, Kube %v", deps, c.Kube)
 	}
-	if deps.Discovery.Interval <= 0 {
-		return nil, fmt.Errorf("relist interval %v, want the configured one", deps.Discovery.Interval)
+	if c.Discovery.Interval <= 0 {
+		return nil, fmt.Errorf("relist interval %v, want the configured one", c.Discovery.Interval)
 	}
 	p := placeholderProvider{}
 	return &Providers{
@@ -275,7 +275,7 @@ func startTestServer(t *testing.T, rules string, factory ProvidersFactory, promU
 // until it is ready.
 func startReadyServer(t *testing.T, custom cmprovider.CustomMetricsProvider, external cmprovider.ExternalMetricsProvider, tweak func(*Config)) *testServer {
 	t.Helper()
-	factory := func(ProviderDeps) (*Providers, error) {
+	factory := func(*Config, ProviderDeps) (*Providers, error) {
 		return &Providers{Custom: custom, External: external}, nil
 	}
 	ts := startTestServer(t, testRules, factory, "http://127.0.0.1:9", tweak)

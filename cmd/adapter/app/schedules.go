@@ -50,8 +50,8 @@ func (o *ServerOptions) scheduleProviders() (server.ProvidersFactory, error) {
 		return nil, fmt.Errorf("--schedules-config: %w", err)
 	}
 	klog.InfoS("Serving schedules as external metrics", "file", o.SchedulesFile, "schedules", set.Names())
-	return func(deps server.ProviderDeps) (*server.Providers, error) {
-		p, err := server.DefaultProviders(deps)
+	return func(c *server.Config, deps server.ProviderDeps) (*server.Providers, error) {
+		p, err := server.DefaultProviders(c, deps)
 		if err != nil {
 			return nil, err
 		}
