@@ -52,6 +52,7 @@ func TestCompression(t *testing.T) {
 		wantErrContain string
 	}{
 		{name: "none: no Accept-Encoding, plain answer", compression: CompressionNone, handle: gzipWhenAsked},
+		{name: "default (empty): as none", compression: "", handle: gzipWhenAsked},
 		{name: "gzip: asked for and inflated", compression: CompressionGzip, handle: gzipWhenAsked, wantAccept: "gzip"},
 		{name: "none with Kubernetes credentials", compression: CompressionNone, modify: inCluster, handle: gzipWhenAsked},
 		{name: "gzip with Kubernetes credentials", compression: CompressionGzip, modify: inCluster, handle: gzipWhenAsked, wantAccept: "gzip"},
@@ -96,10 +97,10 @@ func TestCompression(t *testing.T) {
 }
 
 func TestCompressionFlag(t *testing.T) {
-	if got := NewOptions().Default.Compression; got != CompressionNone {
-		t.Errorf("default compression = %q, want %q", got, CompressionNone)
+	if got := NewOptions().Default.Compression; got != "" {
+		t.Errorf("default compression = %q, want the zero value (%s)", got, CompressionNone)
 	}
-	for _, v := range []string{"gzip", "none"} {
+	for _, v := range []string{"gzip", "none", ""} {
 		o := NewOptions()
 		o.Default.URL = "http://prom:9090"
 		o.Default.Compression = v

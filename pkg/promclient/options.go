@@ -59,6 +59,21 @@ type Options struct {
 	// MaxInFlight, BreakerFailures and BreakerOpen are the default
 	// backend's Guard (0 in the first two: no bound, never marked down);
 	// the backends file's entries take them unless they set their own.
+	//
+	// The guard's flags and the backends file's keys read 0 as "no bound"
+	// (never marked down, for the breaker): an operator switches a bound
+	// off with 0, as documented in docs/adapter.md; GuardConfig reads 0 as its default and a negative value as "no
+	// bound", so that a Backend or Guard built in code without these
+	// settings (tests, the downstream servers' guards) is bounded, not
+	// unbounded. The two readings meet in two places only: guardLimits
+	// (these flags, in Backend) and BackendEntry.guard (the file), both
+	// through noneIfZero. The defaults shown by the flags are GuardConfig's
+	// (NewOptions). The team flags of cmd/adapter/app
+	// (--team-rules-max-waiting, --team-rules-max-in-flight) are written
+	// into GuardConfig unchanged, so their 0 is GuardConfig's default (a
+	// quarter of the backend's waiting bound, which differs per backend and
+	// so has no one value to show; DefaultMaxConcurrentPerTeam), and they
+	// have no "no bound".
 	MaxInFlight     int
 	BreakerFailures int
 	BreakerOpen     time.Duration
@@ -76,17 +91,20 @@ type Options struct {
 	MaxAnswerBytes int64
 }
 
-// NewOptions returns the options with prometheus-adapter's defaults. The
-// guard's are GuardConfig's (withDefaults, their one place), shown as the
-// flags' defaults; the timeout's one place is here (New takes no zero).
+// NewOptions returns the options with prometheus-adapter's defaults, each
+// set in one place. The guard's are GuardConfig's (withDefaults, their one
+// place), shown as the flags' defaults; the timeout's one place is here (New
+// takes no zero: a zero timeout could be read as "none"). The verb and the
+// compression are left empty: their one place is their zero value, which
+// means GET (New, verb.go) and no Accept-Encoding (CompressionNone,
+// compression.go) to every caller, the flags' and the backends file's
+// included; their flags' help says so.
 func NewOptions() *Options {
 	guard := GuardConfig{}.withDefaults()
 	return &Options{
 		Default: Backend{
 			URL:            "https://localhost",
-			Verb:           http.MethodGet,
 			Timeout:        DefaultTimeout,
-			Compression:    CompressionNone,
 			CoalesceWindow: DefaultCoalesceWindow,
 		},
 		MaxInFlight:     guard.MaxConcurrent,
@@ -96,17 +114,6 @@ func NewOptions() *Options {
 		MaxAnswerBytes:  guard.MaxAnswerBytes,
 	}
 }
-
-// Values of Backend.Compression.
-const (
-	// CompressionNone asks for uncompressed answers (no Accept-Encoding):
-	// cheapest in CPU on both sides when the link is fast (in-cluster).
-	CompressionNone = "none"
-	// CompressionGzip asks for gzip-compressed answers (Go's transport
-	// default): 10-20x fewer bytes for CPU on both sides, worth it on slow
-	// or metered links (a remote Thanos, Mimir or VictoriaMetrics).
-	CompressionGzip = "gzip"
-)
 
 // AddFlags registers the options' flags on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
@@ -121,7 +128,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.BasicAuthUsername, "prometheus-basic-auth-username", o.BasicAuthUsername, "Basic auth user name for Prometheus (with --prometheus-basic-auth-password-file).")
 	fs.StringVar(&o.BasicAuthPasswordFile, "prometheus-basic-auth-password-file", o.BasicAuthPasswordFile, "File holding the basic auth password for Prometheus; re-read when it changes.")
 	fs.StringVar(&o.ProxyURL, "prometheus-proxy-url", o.ProxyURL, "HTTP proxy to reach Prometheus through; empty uses the environment's HTTP_PROXY, HTTPS_PROXY and NO_PROXY.")
-	fs.StringVar(&o.Default.Verb, "prometheus-verb", o.Default.Verb, `HTTP verb of requests to Prometheus: "GET" or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
+	fs.StringVar(&o.Default.Verb, "prometheus-verb", o.Default.Verb, `HTTP verb of requests to Prometheus: "GET" (default) or "POST". With GET, requests whose URL would exceed 4 KiB are sent as POST.`)
 	fs.DurationVar(&o.Default.Timeout, "prometheus-timeout", o.Default.Timeout, "Timeout of each request to Prometheus, sent as its timeout= parameter and enforced by the adapter.")
 	fs.DurationVar(&o.Default.CacheTTL, "prometheus-cache-ttl", o.Default.CacheTTL, "Answer identical Prometheus requests from a result cache for this long; 0 disables the cache.")
 	fs.DurationVar(&o.Default.CoalesceWindow, "prometheus-coalesce-window", o.Default.CoalesceWindow, "Also share an identical query's answer with requests that arrived up to this long after it was sent, even after it landed (e.g. 100ms); 0 (default) shares it only with requests that arrived before it landed. At most 1s.")
@@ -133,7 +140,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Default.MaxSampleAge, "prometheus-max-sample-age", o.Default.MaxSampleAge, "A sample older than this is no value (the HPA holds, or the rule's defaultValue or fallback applies), however long the backend looks back: sent as lookback_delta (Prometheus 2.43 and later) and checked on the answer's timestamps. 0 (default): off, as prometheus-adapter. A rule's maxSampleAge and a --backends-config entry's max_sample_age override it.")
 	o.Cloud.addFlags(fs)
 	fs.Int64Var(&o.MaxAnswerBytes, "prometheus-max-answer-bytes", o.MaxAnswerBytes, "Bytes of one Prometheus answer at most (after decompression); a longer one is refused after that many bytes and its request answered 503 naming this limit, and the answers being read from one backend at once are bounded to 4 times it, so that the adapter's memory stays bounded whatever Prometheus sends (docs/reliability.md). 0: no bound. A --backends-config entry takes it unless it sets max_answer_bytes.")
-	fs.StringVar(&o.Default.Compression, "prometheus-compression", o.Default.Compression, `Encoding asked of Prometheus' answers: "none" (cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
+	fs.StringVar(&o.Default.Compression, "prometheus-compression", o.Default.Compression, `Encoding asked of Prometheus' answers: "none" (default; cheapest in CPU for Prometheus and the adapter on a fast in-cluster link) or "gzip" (10-20x fewer bytes, for remote or metered links).`)
 }
 
 // Validate checks every option and returns all the problems found, each
@@ -160,7 +167,7 @@ func (o *Options) validateRequests() []error {
 	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		add("--prometheus-url %q: must be an http:// or https:// URL with a host", u.Redacted())
 	}
-	if v := strings.ToUpper(o.Default.Verb); v != http.MethodGet && v != http.MethodPost {
+	if v := strings.ToUpper(o.Default.Verb); v != "" && v != http.MethodGet && v != http.MethodPost {
 		add("--prometheus-verb %q: must be GET or POST", o.Default.Verb)
 	}
 	if o.Default.Timeout <= 0 {
@@ -172,7 +179,7 @@ func (o *Options) validateRequests() []error {
 	if o.Default.CoalesceWindow < 0 || o.Default.CoalesceWindow > MaxCoalesceWindow {
 		add("--prometheus-coalesce-window %v: must be between 0 and %v", o.Default.CoalesceWindow, MaxCoalesceWindow)
 	}
-	if o.Default.Compression != CompressionNone && o.Default.Compression != CompressionGzip {
+	if c := o.Default.Compression; c != "" && c != CompressionNone && c != CompressionGzip {
 		add("--prometheus-compression %q: must be %s or %s", o.Default.Compression, CompressionNone, CompressionGzip)
 	}
 	if o.MaxInFlight < 0 {

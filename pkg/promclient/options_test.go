@@ -69,8 +69,22 @@ func TestFlagsParseAndDefaults(t *testing.T) {
 	if errs := o.Validate(); len(errs) != 0 {
 		t.Errorf("Validate: %v", errs)
 	}
-	if d := NewOptions(); d.Default.URL != "https://localhost" || d.Default.Verb != http.MethodGet || d.Default.Timeout != DefaultTimeout || d.Default.CacheTTL != 0 || d.Default.CoalesceWindow != DefaultCoalesceWindow {
+	if d := NewOptions(); d.Default.URL != "https://localhost" || d.Default.Verb != "" || d.Default.Timeout != DefaultTimeout || d.Default.CacheTTL != 0 || d.Default.CoalesceWindow != DefaultCoalesceWindow || d.Default.Compression != "" {
 		t.Errorf("defaults = %+v", d)
+	}
+}
+
+// The verb and the compression have one default each, their zero value:
+// the flags left alone send GET and ask for no compression.
+func TestOptionsVerbAndCompressionDefaults(t *testing.T) {
+	f := newFakeProm(t, nil)
+	c := optionsClient(t, f.URL, nil, nil)
+	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
+		t.Fatalf("Query: %v", err)
+	}
+	r := f.requests()[0]
+	if diff := cmp.Diff([]string{http.MethodGet, ""}, []string{r.Method, r.Header.Get("Accept-Encoding")}); diff != "" {
+		t.Errorf("method and Accept-Encoding (-want +got):\n%s", diff)
 	}
 }
 

@@ -36,7 +36,9 @@ type requestState struct {
 // records the answer's status code.
 type verbClient struct {
 	inner api.Client
-	verb  string
+	// verb is GET or POST: New makes an empty Config.Verb GET, the verb's
+	// one default (NewOptions and the backends file leave it empty).
+	verb string
 	// http sends instant queries (see query); inner sends the rest.
 	http *http.Client
 }
