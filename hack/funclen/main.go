@@ -1,6 +1,7 @@
 // Command funclen lists the hand-written Go functions longer than a limit
 // (STYLE.md: a function that no longer fits a screen is several named
-// steps). It reads the non-test .go files under the directories given,
+// steps). It reads the non-test .go files under the directories given
+// (with -tests, the _test.go files too),
 // skips generated files and pkg/autoscaler (the upstream-mirrored core),
 // counts each function from its "func" line to its closing brace, and
 // exits 1 when any is longer than -max lines.
@@ -33,6 +34,7 @@ type long struct {
 
 func main() {
 	max := flag.Int("max", 80, "longest allowed function, in lines")
+	tests := flag.Bool("tests", false, "also read the _test.go files")
 	flag.Parse()
 	roots := flag.Args()
 	if len(roots) == 0 {
@@ -50,7 +52,7 @@ func main() {
 				}
 				return nil
 			}
-			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			if !strings.HasSuffix(path, ".go") || (!*tests && strings.HasSuffix(path, "_test.go")) {
 				return nil
 			}
 			ls, err := longFuncs(path, *max)
