@@ -124,13 +124,17 @@ type Config struct {
 	ArrivalTime ArrivalFunc
 	// CoalesceWindow, with ArrivalTime, also lets a "now" query take the
 	// identical query's last answer when its request arrived no later than
-	// CoalesceWindow after that query was sent, even if after it landed.
-	// Joining a flight already gives an answer evaluated up to the flight's
-	// duration before the request arrived; the window makes that bound a
-	// fixed floor, so the requests of a burst, which a busy server stamps
-	// one after another over more time than a fast query takes, share one
-	// query. Zero shares only with flights and answers that landed after
-	// the request arrived. At most MaxCoalesceWindow.
+	// CoalesceWindow after that query was sent, even if after it landed,
+	// provided the request overlapped another one answered from it (it
+	// arrived no later than that one got the answer): the requests of a
+	// burst, which a busy server stamps one after another over more time
+	// than a fast query takes, then share one query, while a client asking
+	// one request at a time is never answered from an answer that landed
+	// before its request arrived. Joining a flight already gives an answer
+	// evaluated up to the flight's duration before the request arrived; in
+	// a burst the window makes that bound a fixed floor. Zero shares only
+	// with flights and answers that landed after the request arrived. At
+	// most MaxCoalesceWindow.
 	CoalesceWindow time.Duration
 	// Guard, when set, bounds the requests to the backend (see Guard): it
 	// wraps HTTPClient's transport.
@@ -145,9 +149,14 @@ type Config struct {
 // (false when unknown); see Config.ArrivalTime.
 type ArrivalFunc func(ctx context.Context) (time.Time, bool)
 
-// DefaultCoalesceWindow is the adapter's default --prometheus-coalesce-window:
-// off, like the result cache; answers are shared only by the arrival rule.
-const DefaultCoalesceWindow = 0
+// DefaultCoalesceWindow is the adapter's default --prometheus-coalesce-window.
+// It applies only within a burst (see Config.CoalesceWindow): 1,000
+// identical requests at once reach the client over up to ~250 ms of a busy
+// handler chain (docs/performance.md, Coalescing), and one query answers
+// them all; an answer is then at most this much older than a request of the
+// burst, a fifteenth of the HPA's 15 s sync period and of
+// --shared-evaluation-max-age's default.
+const DefaultCoalesceWindow = time.Second
 
 // MaxCoalesceWindow bounds CoalesceWindow: a longer reuse is what the
 // result cache (CacheTTL) is for.

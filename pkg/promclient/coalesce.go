@@ -19,7 +19,7 @@ import (
 // timeout, past which the request is answered with a timeout anyway. A
 // caller whose request is older queries afresh, which is always correct;
 // no caller that arrived after a result landed ever takes it (beyond the
-// optional window), however long it is kept, so the retention costs memory
+// window, within a burst), however long it is kept, so the retention costs memory
 // (one result per distinct query of the last minute, within
 // maxCacheEntries and maxKeptBytes), never freshness. Five seconds were
 // too short: 1,000 concurrent requests over 5,000 pods kept 2 cores busy
@@ -44,11 +44,15 @@ type flight struct {
 }
 
 // landed is the last successful result of a key, when it was sent and when
-// it landed, and its size (resultBytes).
+// it landed, and its size (resultBytes). used is the last time a caller got
+// it (its flight's callers when it landed, a later caller when it took it):
+// a request that arrived no later than that was in the adapter while
+// another request was being answered from it (serves).
 type landed struct {
 	val     any
 	started time.Time
 	at      time.Time
+	used    time.Time
 	size    int
 }
 
@@ -106,14 +110,20 @@ func resultBytes(val any) int {
 	return n
 }
 
-// servesUntil is the latest arrival the result answers: any request that
-// arrived before it landed, and any that arrived within window of when it
-// was sent.
-func (l landed) servesUntil(window time.Duration) time.Time {
-	if w := l.started.Add(window); w.After(l.at) {
-		return w
+// serves says whether the result answers a request that arrived at
+// arrived: one that arrived no later than it landed (the freshness rule),
+// or, in a burst, one that arrived within window of when its query was sent
+// and no later than another caller got it (l.used). A burst is requests
+// that overlap in the adapter: the later ones arrived while an earlier one
+// was still waiting to be answered, which a busy handler chain makes last
+// longer than a fast query. A client asking one request at a time never
+// overlaps itself, so it is never answered from a result that landed before
+// its request arrived, whatever the window.
+func (l landed) serves(arrived time.Time, window time.Duration) bool {
+	if !arrived.After(l.at) {
+		return true
 	}
-	return l.at
+	return !arrived.After(l.started.Add(window)) && !arrived.After(l.used)
 }
 
 // share says how a call may share results beyond joining a flight.
@@ -128,8 +138,9 @@ type share struct {
 	// by joining the flight that was running (or not yet started) when it
 	// arrived, so it is at least as fresh as the request. Joining a flight
 	// already lets a caller take an answer Prometheus evaluated up to the
-	// flight's duration before the caller arrived; group.window raises that
-	// bound to a fixed floor (see Config.CoalesceWindow).
+	// flight's duration before the caller arrived; in a burst, group.window
+	// raises that bound to a fixed floor (see landed.serves and
+	// Config.CoalesceWindow).
 	arrived time.Time
 	// onFlight, when not nil, is told the mark of the flight the caller
 	// starts or joins (flight.mark), before it waits: the backend guard's
@@ -151,8 +162,10 @@ type share struct {
 //
 // window, when positive, also lets a caller that arrived up to window after
 // a kept result's call was sent take it, even if it arrived after the
-// result landed (requests of a burst are stamped one after another as the
-// server parses them, over more time than a fast query takes).
+// result landed, when its request overlapped another answered from that
+// result (landed.serves): the requests of a burst are stamped one after
+// another as the server's handler chain takes them in, over more time than
+// a fast query takes.
 type group struct {
 	clock  clock.PassiveClock
 	window time.Duration
@@ -182,7 +195,9 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 	if len(g.landed) > 0 {
 		now := g.clock.Now()
 		g.sweepLocked(now)
-		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && !sh.arrived.After(l.servesUntil(g.window)) && now.Sub(l.at) < landedRetention {
+		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && l.serves(sh.arrived, g.window) && now.Sub(l.at) < landedRetention {
+			l.used = now
+			g.landed[key] = l
 			g.mu.Unlock()
 			if onShare != nil {
 				onShare()
@@ -307,7 +322,7 @@ func (g *group) keepLocked(key string, val any, started time.Time) {
 		return
 	}
 	g.keptSize += size - old.size
-	g.landed[key] = landed{val: val, started: started, at: now, size: size}
+	g.landed[key] = landed{val: val, started: started, at: now, used: now, size: size}
 }
 
 // sweepLocked drops the results older than landedRetention, at most once

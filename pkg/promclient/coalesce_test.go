@@ -31,7 +31,9 @@ import (
 // TestGroupLandedResults covers the freshness rule on the group alone: a
 // first call lands its result at t0+landAfter (the fake clock steps while
 // it runs), the clock then moves by wait, and a second call with the same
-// key arrives at t0+arrived.
+// key arrives at t0+arrived. With overlapped, a call whose request arrived
+// at t0 takes the result just before the second call: the second request
+// arrived while another was being answered from it (a burst).
 func TestGroupLandedResults(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	errBoom := errors.New("boom")
@@ -44,7 +46,8 @@ func TestGroupLandedResults(t *testing.T) {
 		wait      time.Duration
 		// arrived is the second call's arrival, relative to t0; nil means
 		// unknown.
-		arrived *time.Duration
+		arrived    *time.Duration
+		overlapped bool
 		// wantCalls is how many times fn ran for the two calls; wantShared
 		// how many calls were answered without running it.
 		wantCalls  int
@@ -67,13 +70,21 @@ func TestGroupLandedResults(t *testing.T) {
 		landAfter: 3 * time.Millisecond, arrived: dur(3*time.Millisecond + time.Nanosecond),
 		wantCalls: 2, wantShared: 0, wantVal: 2,
 	}, {
-		name: "arrival after landing but within the window reuses", keep: true, window: 100 * time.Millisecond,
-		landAfter: 3 * time.Millisecond, arrived: dur(100 * time.Millisecond), wait: time.Second,
-		wantCalls: 1, wantShared: 1, wantVal: 1,
+		name: "in a burst, arrival after landing but within the window reuses", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(100 * time.Millisecond), wait: time.Second, overlapped: true,
+		wantCalls: 1, wantShared: 2, wantVal: 1,
 	}, {
-		name: "arrival just past the window queries again", keep: true, window: 100 * time.Millisecond,
-		landAfter: 3 * time.Millisecond, arrived: dur(100*time.Millisecond + time.Nanosecond),
+		name: "alone, arrival after landing within the window queries again", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond), wait: time.Second,
 		wantCalls: 2, wantShared: 0, wantVal: 2,
+	}, {
+		name: "arrival after the last request answered from it queries again", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond), wait: 20 * time.Millisecond, overlapped: true,
+		wantCalls: 2, wantShared: 1, wantVal: 2,
+	}, {
+		name: "in a burst, arrival just past the window queries again", keep: true, window: 100 * time.Millisecond,
+		landAfter: 3 * time.Millisecond, arrived: dur(100*time.Millisecond + time.Nanosecond), wait: time.Second, overlapped: true,
+		wantCalls: 2, wantShared: 1, wantVal: 2,
 	}, {
 		name: "a window shorter than the flight changes nothing", keep: true, window: time.Millisecond,
 		landAfter: 3 * time.Millisecond, arrived: dur(3*time.Millisecond + time.Nanosecond),
@@ -132,6 +143,11 @@ func TestGroupLandedResults(t *testing.T) {
 				t.Fatalf("first call: got error %v, want %v", err, tc.firstErr)
 			}
 			clk.SetTime(clk.Now().Add(tc.wait))
+			if tc.overlapped {
+				if _, err := g.do(ctx, "k", share{keep: tc.keep, arrived: t0}, fn, onShare); err != nil {
+					t.Fatalf("overlapping call: %v", err)
+				}
+			}
 			sh := share{keep: tc.keep}
 			if tc.arrived != nil {
 				sh.arrived = t0.Add(*tc.arrived)
@@ -308,6 +324,54 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 	wave(func(int) time.Time { return after })
 	if got := served.Load(); got != 2 {
 		t.Errorf("Prometheus served %d queries after a second wave, want 2", got)
+	}
+}
+
+// TestDefaultWindowBurstAndSequential is the default coalescing window
+// (NewOptions) at the client: in a burst, a request the handler chain took
+// in after the first answer landed, but while another request was being
+// answered from it, shares that answer within the window (over 100 pods
+// Prometheus answers in about 1 ms while 1,000 requests take up to ~250 ms
+// to reach the client); a client asking one request at a time gets a query
+// of its own each time, however soon it asks again.
+func TestDefaultWindowBurstAndSequential(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	var served atomic.Int32
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		clk.SetTime(clk.Now().Add(time.Millisecond))
+		io.WriteString(w, vectorBody)
+	})
+	c := newTestClient(t, Config{Address: f.URL, Clock: clk, ArrivalTime: request.ReceivedTimestampFrom,
+		CoalesceWindow: NewOptions().Default.CoalesceWindow})
+	query := func(what string, arrived time.Duration) {
+		t.Helper()
+		ctx := request.WithReceivedTimestamp(context.Background(), t0.Add(arrived))
+		if _, err := c.QuerySamples(ctx, "sum(up)", time.Time{}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	steps := []struct {
+		what string
+		// at is the clock when the call reaches the client; arrived when
+		// its request reached the server (both after t0).
+		at, arrived time.Duration
+		wantQueries int32
+	}{
+		{what: "the burst's first request", at: 0, arrived: 0, wantQueries: 1},
+		{what: "a request of the burst that arrived before the answer landed", at: 200 * time.Millisecond, arrived: 500 * time.Microsecond, wantQueries: 1},
+		{what: "a request of the burst that arrived after it landed", at: 250 * time.Millisecond, arrived: 150 * time.Millisecond, wantQueries: 1},
+		{what: "the last request of the burst", at: 900 * time.Millisecond, arrived: 240 * time.Millisecond, wantQueries: 1},
+		{what: "a request alone, after the burst", at: 950 * time.Millisecond, arrived: 950 * time.Millisecond, wantQueries: 2},
+		{what: "the same client's next request", at: 960 * time.Millisecond, arrived: 960 * time.Millisecond, wantQueries: 3},
+	}
+	for _, st := range steps {
+		clk.SetTime(t0.Add(st.at))
+		query(st.what, st.arrived)
+		if got := served.Load(); got != st.wantQueries {
+			t.Fatalf("after %s: %d queries, want %d", st.what, got, st.wantQueries)
+		}
 	}
 }
 
