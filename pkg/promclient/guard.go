@@ -230,6 +230,11 @@ type Guard struct {
 	// they were sent: what the waiting bound's stall verdict times
 	// (waiter.graceOut).
 	held heldCalls
+	// cpuBusy says whether the adapter's goroutines wait for a CPU, which
+	// puts off a stall verdict (graceOut), given how many verdicts are
+	// being judged (judging): runnableBusy.
+	cpuBusy func(judging int64) bool
+	judging atomic.Int64
 
 	// answerBytes is the bytes of the answers being read (until their body
 	// is closed): bounded by AnswerBudgetAnswers*cfg.MaxAnswerBytes.
@@ -285,6 +290,7 @@ func NewGuard(name string, cfg GuardConfig, m *metrics.Metrics, clk clock.Passiv
 		busy:     m.PrometheusRejected.WithLabelValues(name, rejectedBusy),
 
 		waitRefused: m.PrometheusRejected.WithLabelValues(name, rejectedWaiting),
+		cpuBusy:     runnableBusy,
 	}
 	if cfg.MaxConcurrent > 0 {
 		g.slots = make(chan struct{}, cfg.MaxConcurrent)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,45 +267,87 @@ func (wt *waiter) flight(mark uint64) {
 // requests of 1 MB answers on two cores, the adapter's own CPU holds a
 // flight whose answer Prometheus gave within milliseconds for seconds
 // (267-333 of the 1,000 were refused that way with a healthy Prometheus).
+// For the same reason the verdict waits while the adapter's goroutines wait
+// for a CPU (Guard.cpuBusy): the transport's reader of an answer already
+// received can be one of them, so "held" says nothing of the backend then
+// (22 and 121 of 1,000 were refused over 5,000 pods until it did).
 func (wt *waiter) graceOut() {
+	g := wt.g
+	stall, again := wt.judge()
+	if stall != nil && g.cpuBusy(g.judging.Load()) {
+		// The adapter's own goroutines are waiting for a CPU (1,000
+		// requests on 2 cores): the one that would read an answer the
+		// backend sent within milliseconds may be among them, and the call
+		// looks held all that time. Judge again once they have run.
+		stall, again = nil, busyRecheck
+	}
+	if stall == nil {
+		w := &g.waiters
+		w.mu.Lock()
+		w.pastGrace++
+		w.mu.Unlock()
+		if again > 0 {
+			wt.rearm(again)
+		}
+		klog.V(4).InfoS("Request beyond the waiting bound waits past its grace: the backend answers, or the adapter is busy", "backend", g.name, "namespace", wt.tenant)
+		return
+	}
+	wt.cancel(stall)
+}
+
+// judge is graceOut's verdict: the bounds the backend stalls for the
+// caller (nil when none), or, when it does not only because no call has
+// been held for the grace yet, how long until the oldest will have been
+// (again; 0 when the backend answers).
+func (wt *waiter) judge() (stall *graceStall, again time.Duration) {
 	g, w := wt.g, &wt.g.waiters
 	mark := wt.mark.Load()
 	w.mu.Lock()
-	stall := &graceStall{
-		team:    wt.teamOver && wt.team.answered <= mark,
-		backend: wt.backendOver && g.answered.Load() <= mark,
-	}
-	if !stall.team && !stall.backend {
-		w.pastGrace++
-		w.mu.Unlock()
-		klog.V(4).InfoS("Request beyond the waiting bound waits past its grace: the backend answers", "backend", g.name, "namespace", wt.tenant)
-		return
-	}
+	team := wt.teamOver && wt.team.answered <= mark
 	w.mu.Unlock()
+	backend := wt.backendOver && g.answered.Load() <= mark
+	if !team && !backend {
+		return nil, 0
+	}
 	// The backend must also be holding a call (of the namespace, for a
 	// team's bound) it was sent at least the grace ago: a flight whose
 	// call the adapter has not sent yet, or sent late (its own CPU, in a
 	// burst), says nothing of the backend.
 	now, grace := g.clock.Now(), g.cfg.WaitGrace
-	again := time.Duration(0)
-	if stall.team {
-		stall.team, again = g.held.heldFor(wt.tenant, now, grace)
+	if team {
+		team, again = g.held.heldFor(wt.tenant, now, grace)
 	}
-	if stall.backend {
+	if backend {
 		var d time.Duration
-		stall.backend, d = g.held.heldFor("", now, grace)
+		backend, d = g.held.heldFor("", now, grace)
 		if again == 0 || (d > 0 && d < again) {
 			again = d
 		}
 	}
-	if !stall.team && !stall.backend {
-		w.mu.Lock()
-		w.pastGrace++
-		w.mu.Unlock()
-		wt.rearm(again)
-		return
+	if !team && !backend {
+		return nil, again
 	}
-	wt.cancel(stall)
+	return &graceStall{team: team, backend: backend}, 0
+}
+
+// busyRecheck is how soon a stall verdict put off because the adapter was
+// busy (Guard.cpuBusy) is judged again.
+const busyRecheck = 100 * time.Millisecond
+
+// runnableBusy is a Guard's default cpuBusy: more goroutines are ready to
+// run (runtime/metrics) than twice GOMAXPROCS plus the verdicts being
+// judged (judging: their own goroutines, started together when many
+// graces run out at once), so a goroutine made ready now, such as the
+// transport's reader of an answer that just came, waits for a CPU. An idle
+// or steadily loaded adapter has about none waiting; a burst of 1,000
+// requests on 2 cores, hundreds.
+func runnableBusy(judging int64) bool {
+	s := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return false
+	}
+	return s[0].Value.Uint64() > uint64(2*runtime.GOMAXPROCS(0))+uint64(max(judging, 0))
 }
 
 // heldFor says whether the backend has held a call (of namespace ns's team
@@ -323,7 +367,13 @@ func (h *heldCalls) heldFor(ns string, now time.Time, grace time.Duration) (held
 // graceRanOut is the grace timer's function: it judges on another
 // goroutine (graceOut reads the clock and may arm the timer again, and a
 // fake clock runs a timer's function holding its lock).
-func (wt *waiter) graceRanOut() { go wt.graceOut() }
+func (wt *waiter) graceRanOut() {
+	wt.g.judging.Add(1)
+	go func() {
+		defer wt.g.judging.Add(-1)
+		wt.graceOut()
+	}()
+}
 
 // rearm judges the caller's grace again after d, unless it is done by
 // then.
