@@ -28,7 +28,9 @@ const (
 	// in the order A B A B ... on the one stack.
 	EnvABRounds = "PROMSCALER_BENCH_AB_ROUNDS"
 	// EnvABRuns selects the runs of each round, comma-separated, from
-	// identical, distinct, star5000, coalesce (default: all).
+	// identical, distinct, star5000, coalesce (default: all of these), and
+	// coalesce-all (the burst over both sizes with both senders; only when
+	// named).
 	EnvABRuns = "PROMSCALER_BENCH_AB_RUNS"
 )
 
@@ -184,6 +186,27 @@ func (s *stack) abRound(b *testing.B, bin abBinary, round int, runs map[string]b
 	if runs["coalesce"] {
 		m := s.benchCoalesceFrames(b, a, servingNamespace(0), 1000)
 		record("coalesce-1000 queries", float64(len(m.logged)))
+		record("coalesce-1000 errors", float64(m.res.errors))
+	}
+	// The burst over both sizes and with both senders (BenchmarkCoalesce1000
+	// on each binary): queries sent and requests that failed (503s).
+	if runs["coalesce-all"] {
+		for _, c := range []struct {
+			ns   string
+			pods int
+		}{{servingNamespace(0), s.cfg.servePods}, {bigNamespace, s.cfg.bigPods}} {
+			fm := s.benchCoalesceFrames(b, a, c.ns, 1000)
+			nm := s.benchCoalesceNetHTTP(b, a, c.ns, 1000)
+			for _, x := range []struct {
+				sender string
+				m      measured
+			}{{"frames", fm}, {"net-http", nm}} {
+				name := fmt.Sprintf("burst-%d-%s", c.pods, x.sender)
+				record(name+" queries", float64(len(x.m.logged)))
+				record(name+" errors", float64(x.m.res.errors))
+				record(name+" last-answer-s", x.m.res.elapsed.Seconds())
+			}
+		}
 	}
 	hwm, err := framework.MemMiB(a.pid(), "VmHWM")
 	if err != nil {

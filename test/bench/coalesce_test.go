@@ -237,8 +237,8 @@ func (s *stack) burstClients(ctx context.Context, base, u string, conns int) ([]
 }
 
 // benchCoalesceNetHTTP fires the burst as one net/http request per
-// goroutine over pre-warmed transports.
-func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n int) {
+// goroutine over pre-warmed transports, and returns what it measured.
+func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n int) measured {
 	ctx := context.Background()
 	u := podsStarURL(a.url, ns)
 	perConn := s.cfg.burstPerConn
@@ -329,4 +329,5 @@ func (s *stack) benchCoalesceNetHTTP(b *testing.B, a *adapterProc, ns string, n 
 	}
 	st.times(sent, done)
 	st.report(b, m, fmt.Sprintf("%d concurrent identical requests in %s (net/http)", n, ns))
+	return m
 }
