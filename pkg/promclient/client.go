@@ -125,8 +125,8 @@ type Config struct {
 	// CoalesceWindow, with ArrivalTime, also lets a "now" query take the
 	// identical query's last answer when its request arrived no later than
 	// CoalesceWindow after that query was sent, even if after it landed,
-	// provided the request overlapped another one answered from it (it
-	// arrived no later than that one got the answer): the requests of a
+	// provided that answer already answered another request than the one
+	// that sent the query (a burst of identical requests): the requests of a
 	// burst, which a busy server stamps one after another over more time
 	// than a fast query takes, then share one query, while a client asking
 	// one request at a time is never answered from an answer that landed

@@ -36,6 +36,8 @@ type flight struct {
 	cancel  context.CancelFunc
 	// keep says to remember a successful result in group.landed.
 	keep bool
+	// joined: a caller joined the flight (landed.shared).
+	joined bool
 	// started is when the call was sent (on the group's clock).
 	started time.Time
 	// mark is the backend guard's count of calls sent when the flight
@@ -44,15 +46,14 @@ type flight struct {
 }
 
 // landed is the last successful result of a key, when it was sent and when
-// it landed, and its size (resultBytes). used is the last time a caller got
-// it (its flight's callers when it landed, a later caller when it took it):
-// a request that arrived no later than that was in the adapter while
-// another request was being answered from it (serves).
+// it landed, and its size (resultBytes). shared says it answered more
+// than the caller that sent its query: another joined its flight or took
+// it (serves).
 type landed struct {
 	val     any
 	started time.Time
 	at      time.Time
-	used    time.Time
+	shared  bool
 	size    int
 }
 
@@ -112,18 +113,19 @@ func resultBytes(val any) int {
 
 // serves says whether the result answers a request that arrived at
 // arrived: one that arrived no later than it landed (the freshness rule),
-// or, in a burst, one that arrived within window of when its query was sent
-// and no later than another caller got it (l.used). A burst is requests
-// that overlap in the adapter: the later ones arrived while an earlier one
-// was still waiting to be answered, which a busy handler chain makes last
-// longer than a fast query. A client asking one request at a time never
-// overlaps itself, so it is never answered from a result that landed before
-// its request arrived, whatever the window.
+// or, in a burst, one that arrived within window of when its query was
+// sent. A burst is identical requests that overlap: the result already
+// answered more than the request that sent its query (l.shared), and the
+// later requests of the burst reach the client over more time than a fast
+// query takes, as a busy handler chain takes them in one after another. A
+// client asking one request at a time never overlaps itself: each of its
+// results answers only it, so it is never answered from a result that
+// landed before its request arrived, whatever the window.
 func (l landed) serves(arrived time.Time, window time.Duration) bool {
 	if !arrived.After(l.at) {
 		return true
 	}
-	return !arrived.After(l.started.Add(window)) && !arrived.After(l.used)
+	return l.shared && !arrived.After(l.started.Add(window))
 }
 
 // share says how a call may share results beyond joining a flight.
@@ -162,10 +164,10 @@ type share struct {
 //
 // window, when positive, also lets a caller that arrived up to window after
 // a kept result's call was sent take it, even if it arrived after the
-// result landed, when its request overlapped another answered from that
-// result (landed.serves): the requests of a burst are stamped one after
-// another as the server's handler chain takes them in, over more time than
-// a fast query takes.
+// result landed, when that result already answered another caller
+// (landed.serves): the requests of a burst are stamped one after another as
+// the server's handler chain takes them in, over more time than a fast
+// query takes.
 type group struct {
 	clock  clock.PassiveClock
 	window time.Duration
@@ -196,8 +198,10 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 		now := g.clock.Now()
 		g.sweepLocked(now)
 		if l, ok := g.landed[key]; ok && !sh.arrived.IsZero() && l.serves(sh.arrived, g.window) && now.Sub(l.at) < landedRetention {
-			l.used = now
-			g.landed[key] = l
+			if !l.shared {
+				l.shared = true
+				g.landed[key] = l
+			}
 			g.mu.Unlock()
 			if onShare != nil {
 				onShare()
@@ -237,6 +241,7 @@ func (g *group) do(ctx context.Context, key string, sh share, fn func(context.Co
 		return f.val, f.err
 	}
 	f.waiters++
+	f.joined = true
 	g.mu.Unlock()
 	if sh.onFlight != nil {
 		sh.onFlight(f.mark)
@@ -272,7 +277,7 @@ func (g *group) run(key string, f *flight, fctx context.Context, fn func(context
 			delete(g.flights, key)
 		}
 		if f.keep && f.err == nil {
-			g.keepLocked(key, f.val, f.started)
+			g.keepLocked(key, f.val, f.started, f.joined)
 		}
 		g.mu.Unlock()
 		f.cancel()
@@ -297,11 +302,12 @@ func (g *group) leave(key string, f *flight) {
 	}
 }
 
-// keepLocked remembers val as key's result, sent at started and landed now. Beyond
+// keepLocked remembers val as key's result, sent at started and landed now,
+// shared when another caller joined its flight. Beyond
 // maxCacheEntries results, results of new keys are not kept until a sweep
 // makes room (their callers coalesce only while in flight). g.mu must be
 // held.
-func (g *group) keepLocked(key string, val any, started time.Time) {
+func (g *group) keepLocked(key string, val any, started time.Time, shared bool) {
 	now := g.clock.Now()
 	g.sweepLocked(now)
 	if g.landed == nil {
@@ -322,7 +328,7 @@ func (g *group) keepLocked(key string, val any, started time.Time) {
 		return
 	}
 	g.keptSize += size - old.size
-	g.landed[key] = landed{val: val, started: started, at: now, used: now, size: size}
+	g.landed[key] = landed{val: val, started: started, at: now, shared: shared, size: size}
 }
 
 // sweepLocked drops the results older than landedRetention, at most once

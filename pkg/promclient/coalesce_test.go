@@ -32,8 +32,8 @@ import (
 // first call lands its result at t0+landAfter (the fake clock steps while
 // it runs), the clock then moves by wait, and a second call with the same
 // key arrives at t0+arrived. With overlapped, a call whose request arrived
-// at t0 takes the result just before the second call: the second request
-// arrived while another was being answered from it (a burst).
+// at t0 takes the result before the second call: the result has answered
+// more than the call that sent its query (a burst).
 func TestGroupLandedResults(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	errBoom := errors.New("boom")
@@ -78,9 +78,9 @@ func TestGroupLandedResults(t *testing.T) {
 		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond), wait: time.Second,
 		wantCalls: 2, wantShared: 0, wantVal: 2,
 	}, {
-		name: "arrival after the last request answered from it queries again", keep: true, window: 100 * time.Millisecond,
+		name: "in a burst, arrival after the others took it still reuses within the window", keep: true, window: 100 * time.Millisecond,
 		landAfter: 3 * time.Millisecond, arrived: dur(50 * time.Millisecond), wait: 20 * time.Millisecond, overlapped: true,
-		wantCalls: 2, wantShared: 1, wantVal: 2,
+		wantCalls: 1, wantShared: 2, wantVal: 1,
 	}, {
 		name: "in a burst, arrival just past the window queries again", keep: true, window: 100 * time.Millisecond,
 		landAfter: 3 * time.Millisecond, arrived: dur(100*time.Millisecond + time.Nanosecond), wait: time.Second, overlapped: true,
@@ -329,11 +329,12 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 
 // TestDefaultWindowBurstAndSequential is the default coalescing window
 // (NewOptions) at the client: in a burst, a request the handler chain took
-// in after the first answer landed, but while another request was being
-// answered from it, shares that answer within the window (over 100 pods
-// Prometheus answers in about 1 ms while 1,000 requests take up to ~250 ms
-// to reach the client); a client asking one request at a time gets a query
-// of its own each time, however soon it asks again.
+// in after the first answer landed shares it, once it has answered another
+// request than the one that sent the query, within the window of that
+// query's send (over 100 pods Prometheus answers in about 1 ms while 1,000
+// requests take up to ~250 ms to reach the client); a client asking one
+// request at a time gets a query of its own each time, however soon it
+// asks again.
 func TestDefaultWindowBurstAndSequential(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	clk := clocktesting.NewFakePassiveClock(t0)
@@ -363,8 +364,9 @@ func TestDefaultWindowBurstAndSequential(t *testing.T) {
 		{what: "a request of the burst that arrived before the answer landed", at: 200 * time.Millisecond, arrived: 500 * time.Microsecond, wantQueries: 1},
 		{what: "a request of the burst that arrived after it landed", at: 250 * time.Millisecond, arrived: 150 * time.Millisecond, wantQueries: 1},
 		{what: "the last request of the burst", at: 900 * time.Millisecond, arrived: 240 * time.Millisecond, wantQueries: 1},
-		{what: "a request alone, after the burst", at: 950 * time.Millisecond, arrived: 950 * time.Millisecond, wantQueries: 2},
-		{what: "the same client's next request", at: 960 * time.Millisecond, arrived: 960 * time.Millisecond, wantQueries: 3},
+		{what: "a request past the window", at: 1100 * time.Millisecond, arrived: 1001 * time.Millisecond, wantQueries: 2},
+		{what: "the same client's next request", at: 1110 * time.Millisecond, arrived: 1110 * time.Millisecond, wantQueries: 3},
+		{what: "and the next", at: 1120 * time.Millisecond, arrived: 1120 * time.Millisecond, wantQueries: 4},
 	}
 	for _, st := range steps {
 		clk.SetTime(t0.Add(st.at))
