@@ -36,10 +36,13 @@ func TestSimPromProcess(t *testing.T) {
 	var n int
 	var delay time.Duration
 	var d string
-	if _, err := fmt.Sscanf(spec, "%d,%s", &n, &d); err != nil {
+	var err error
+	if _, err = fmt.Sscanf(spec, "%d,%s", &n, &d); err != nil {
 		t.Fatal(err)
 	}
-	delay, _ = time.ParseDuration(d)
+	if delay, err = time.ParseDuration(d); err != nil {
+		t.Fatal(err)
+	}
 	body := benchAnswer(n)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,6 +54,27 @@ func TestSimPromProcess(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	}))
+}
+
+// startSimProm starts TestSimPromProcess in a process of its own, answering
+// with samples after delay, stopped when b ends, and returns its address.
+func startSimProm(b *testing.B, samples int, delay time.Duration) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSimPromProcess$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", envSimProm, samples, delay))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("simulated Prometheus: reading its address: %v", err)
+	}
+	return addr[:len(addr)-1]
 }
 
 type arrivalKey struct{}
@@ -67,21 +91,7 @@ func BenchmarkBurstStarved(b *testing.B) {
 		delay   time.Duration
 	}{{100, time.Millisecond}, {5000, 30 * time.Millisecond}} {
 		b.Run(strconv.Itoa(c.samples), func(b *testing.B) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSimPromProcess$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", envSimProm, c.samples, c.delay))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			addr, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil {
-				b.Fatal(err)
-			}
-			addr = addr[:len(addr)-1]
+			addr := startSimProm(b, c.samples, c.delay)
 			guard, err := NewGuard("main", GuardConfig{}, metrics.New(), nil)
 			if err != nil {
 				b.Fatal(err)
@@ -160,24 +170,19 @@ func burn(d time.Duration) {
 func BenchmarkStarvedVerdict(b *testing.B) {
 	for _, mode := range []string{"busy-check", "no-busy-check"} {
 		b.Run(mode, func(b *testing.B) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSimPromProcess$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", envSimProm, 5000, 30*time.Millisecond))
-			out, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-			addr, err := bufio.NewReader(out).ReadString('\n')
+			addr := startSimProm(b, 5000, 30*time.Millisecond)
+			guard, err := NewGuard("main", GuardConfig{}, metrics.New(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			addr = addr[:len(addr)-1]
-			guard, _ := NewGuard("main", GuardConfig{}, metrics.New(), nil)
 			if mode == "no-busy-check" {
 				guard.cpuBusy = func(int64) bool { return false }
 			}
-			cl, _ := New(Config{Address: "http://" + addr, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
+			cl, err := New(Config{Address: "http://" + addr, HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}},
 				Metrics: metrics.New(), Timeout: time.Minute, Guard: guard})
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer cl.CloseIdleConnections()
 			if _, err := cl.QuerySamples(context.Background(), "warm", time.Time{}); err != nil {
 				b.Fatal(err)
