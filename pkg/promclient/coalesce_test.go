@@ -337,13 +337,7 @@ func TestIdenticalRequestsSpreadOverTimeSendOneQuery(t *testing.T) {
 // asks again.
 func TestDefaultWindowBurstAndSequential(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	var served atomic.Int32
-	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		clk.SetTime(clk.Now().Add(time.Millisecond))
-		io.WriteString(w, vectorBody)
-	})
+	clk, f, served := newSlowVectorProm(t, t0)
 	c := newTestClient(t, Config{Address: f.URL, Clock: clk, ArrivalTime: request.ReceivedTimestampFrom,
 		CoalesceWindow: NewOptions().Default.CoalesceWindow})
 	query := func(what string, arrived time.Duration) {
@@ -439,13 +433,7 @@ func TestLandedResultsOnlyForNowQueries(t *testing.T) {
 // another timeout (another key) does not take the first one's result.
 func TestLandedResultsShareAcrossTimeoutsOnlyPerKey(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	var served atomic.Int32
-	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		clk.SetTime(clk.Now().Add(time.Millisecond))
-		io.WriteString(w, vectorBody)
-	})
+	clk, f, served := newSlowVectorProm(t, t0)
 	c := newTestClient(t, Config{Address: f.URL, Clock: clk,
 		ArrivalTime: func(context.Context) (time.Time, bool) { return t0, true }})
 	for i, cl := range []*Client{c, c.WithTimeout(time.Minute), c, c.WithTimeout(time.Minute)} {
@@ -828,4 +816,19 @@ func TestCallRecordsTheWaitForServerTiming(t *testing.T) {
 	if d, ok := joined.Wait(); !ok || d <= 0 || d > joinedFor {
 		t.Errorf("the joined caller's recorded wait = %v, %v; want (0, %v]", d, ok, joinedFor)
 	}
+}
+
+// newSlowVectorProm serves vectorBody to every query, each answer landing
+// 1ms later on the returned fake clock (starting at t0) than its query was
+// sent; served counts the queries.
+func newSlowVectorProm(t *testing.T, t0 time.Time) (*clocktesting.FakePassiveClock, *fakeProm, *atomic.Int32) {
+	t.Helper()
+	clk := clocktesting.NewFakePassiveClock(t0)
+	served := new(atomic.Int32)
+	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		clk.SetTime(clk.Now().Add(time.Millisecond))
+		io.WriteString(w, vectorBody)
+	})
+	return clk, f, served
 }
