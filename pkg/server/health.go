@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -166,4 +168,28 @@ func readinessDetails(guards func() []*promclient.Guard, rejected ...func() []re
 		}
 		return lines
 	}
+}
+
+// frontProxyCALoaded is the readiness check "front-proxy-ca": whether the
+// CA that signs the aggregator's client certificate (the requestheader
+// client CA) is loaded. The library reads it from the
+// extension-apiserver-authentication ConfigMap through an informer that
+// syncs after the server starts listening; until then a request the
+// aggregator proxies is not authenticated (401, or 403 as anonymous), and
+// the aggregator's availability check marks the APIServices unavailable,
+// so every HPA reading them gets 503 until its next check. A new replica
+// must not take traffic in that window. With no requestheader
+// configuration (authentication off, or a static file already loaded)
+// the check passes.
+func frontProxyCALoaded(requestHeader *authenticatorfactory.RequestHeaderConfig) healthz.HealthChecker {
+	return healthz.NamedCheck("front-proxy-ca", func(*http.Request) error {
+		if requestHeader == nil || requestHeader.CAContentProvider == nil {
+			return nil
+		}
+		ca := requestHeader.CAContentProvider
+		if len(ca.CurrentCABundleContent()) == 0 {
+			return fmt.Errorf("the front proxy's client CA (%s) is not loaded yet: requests the aggregator proxies cannot be authenticated", ca.Name())
+		}
+		return nil
+	})
 }

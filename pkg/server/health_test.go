@@ -159,7 +159,7 @@ func TestReadinessTellsTheTruth(t *testing.T) {
 	})
 	ts.waitReady()
 	_, body := ts.get("/readyz?verbose")
-	for _, want := range []string{"[+]config-loaded ok", "[+]metrics-discovery ok", "[+]kube-apiserver ok"} {
+	for _, want := range []string{"[+]config-loaded ok", "[+]metrics-discovery ok", "[+]kube-apiserver ok", "[+]front-proxy-ca ok"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/readyz?verbose lacks %q:\n%s", want, body)
 		}

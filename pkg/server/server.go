@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -258,7 +259,7 @@ func (c *Config) Complete() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the Kubernetes client configuration: %w", err)
 	}
-	reach, err := addReadinessChecks(apiServer.GenericAPIServer, providers.Ready, kubeConfig)
+	reach, err := addReadinessChecks(apiServer.GenericAPIServer, providers.Ready, kubeConfig, c.APIServer.GenericConfig.Authentication.RequestHeaderConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -383,9 +384,10 @@ func (c *Config) newAPIServer(providers *Providers, m *metrics.Metrics) (*cmapis
 
 // addReadinessChecks adds the readiness checks: config-loaded (the rules
 // are loaded, Complete fails otherwise: it passes from the start and
-// states it), metrics-discovery (ready; nil: always ready) and
-// kube-apiserver (the returned probe, run by Server.Run).
-func addReadinessChecks(gs *genericapiserver.GenericAPIServer, ready func() error, kubeConfig *rest.Config) (*apiServerReachability, error) {
+// states it), metrics-discovery (ready; nil: always ready),
+// kube-apiserver (the returned probe, run by Server.Run) and
+// front-proxy-ca (frontProxyCALoaded of requestHeader).
+func addReadinessChecks(gs *genericapiserver.GenericAPIServer, ready func() error, kubeConfig *rest.Config, requestHeader *authenticatorfactory.RequestHeaderConfig) (*apiServerReachability, error) {
 	if ready == nil {
 		ready = func() error { return nil }
 	}
@@ -397,6 +399,7 @@ func addReadinessChecks(gs *genericapiserver.GenericAPIServer, ready func() erro
 		healthz.NamedCheck("config-loaded", func(*http.Request) error { return nil }),
 		healthz.NamedCheck("metrics-discovery", func(*http.Request) error { return ready() }),
 		healthz.NamedCheck("kube-apiserver", reach.Check),
+		frontProxyCALoaded(requestHeader),
 	); err != nil {
 		return nil, fmt.Errorf("adding the readiness checks: %w", err)
 	}

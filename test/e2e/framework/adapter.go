@@ -292,11 +292,25 @@ func (e *Env) StartAdapterArgs(ctx context.Context, port int, args []string) (*A
 	return a, nil
 }
 
-// waitHealthy waits until the adapter's /healthz answers 200 (or it exits).
+// waitHealthy waits until the adapter's /healthz answers 200 and its
+// readiness check front-proxy-ca passes (or it exits): before, the
+// aggregator's requests are not authenticated, and APIServices pointed at
+// the adapter are marked unavailable (503 to every reader until the
+// aggregator checks again), as a kubelet's readiness probe keeps a new
+// replica out of its Service until then. The other readiness checks are
+// not waited for (a test may start the adapter with Prometheus down); a
+// build without the check (an older one in an A/B) is not waited for
+// either.
 func (e *Env) waitHealthy(ctx context.Context, a *Adapter) error {
 	hc := insecureClient()
-	return e.waitFor(ctx, a.Process, "adapter /healthz", 60*time.Second, func(ctx context.Context) (bool, error) {
-		_, code, err := httpGet(ctx, hc, a.URL+"/healthz")
-		return err == nil && code == http.StatusOK, nil
+	return e.waitFor(ctx, a.Process, "adapter /healthz and front proxy CA", 60*time.Second, func(ctx context.Context) (bool, error) {
+		if _, code, err := httpGet(ctx, hc, a.URL+"/healthz"); err != nil || code != http.StatusOK {
+			return false, nil
+		}
+		body, _, err := httpGet(ctx, hc, a.URL+"/readyz?verbose")
+		if err != nil {
+			return false, nil
+		}
+		return strings.Contains(body, "[+]front-proxy-ca ok") || !strings.Contains(body, "front-proxy-ca"), nil
 	})
 }
