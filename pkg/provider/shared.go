@@ -102,9 +102,13 @@ type sharedTable struct {
 
 // sharedEntry is the state of one key.
 type sharedEntry struct {
-	decision  error     // rules.Rule.Sharing's answer, computed once
-	lastUse   time.Time // for eviction and for the refresh ahead of expiry
-	seen      map[string]time.Time
+	decision error     // rules.Rule.Sharing's answer, computed once
+	lastUse  time.Time // for eviction and for the refresh ahead of expiry
+	seen     map[string]time.Time
+	// seenSince is at most the oldest time in seen: while it is within
+	// two MaxAge periods every namespace in seen asked recently, and
+	// active need not walk seen.
+	seenSince time.Time
 	retryAt   time.Time // per request until then (too large, failed)
 	table     *sharedTable
 	inflight  chan struct{} // closed when the running evaluation ends
@@ -315,21 +319,31 @@ func (s *sharedEvaluator) refreshAhead(key sharedKey, e *sharedEntry, table *sha
 
 // active records namespace's request and reports whether MinNamespaces
 // asked within two MaxAge periods (HPAs of one sync period ask about once
-// per MaxAge, with some jitter). Called with s.mu held.
+// per MaxAge, with some jitter). It walks seen only when its oldest entry
+// may be older than that: with N namespaces asking every period, walking
+// on every request cost N map steps per request. Called with s.mu held.
 func (s *sharedEvaluator) active(e *sharedEntry, namespace string, now time.Time) bool {
+	if len(e.seen) == 0 {
+		e.seenSince = now
+	}
 	e.seen[namespace] = now
 	if len(e.seen) < s.cfg.MinNamespaces {
 		return false
 	}
-	recent := 0
+	if now.Sub(e.seenSince) <= 2*s.cfg.MaxAge {
+		return true
+	}
+	e.seenSince = now
 	for ns, at := range e.seen {
 		if now.Sub(at) > 2*s.cfg.MaxAge {
 			delete(e.seen, ns)
 			continue
 		}
-		recent++
+		if at.Before(e.seenSince) {
+			e.seenSince = at
+		}
 	}
-	return recent >= s.cfg.MinNamespaces
+	return len(e.seen) >= s.cfg.MinNamespaces
 }
 
 // sweep drops the keys nobody asked for lately (once per MaxAge). Called
