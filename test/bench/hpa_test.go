@@ -351,11 +351,13 @@ func runHPALeg(ctx context.Context, b *testing.B, t hpaTarget, n, periods int, m
 		b.Fatal(err)
 	}
 	start := prev
-	prof := &profiler{}
+	prof, promProf := &profiler{}, &profiler{}
 	for period := range periods + 1 {
 		if isAdapter && period == 1 {
-			// PROMSCALER_BENCH_PROFILE: the adapter's CPU profile of the measured periods.
+			// PROMSCALER_BENCH_PROFILE: the adapter's and Prometheus's CPU
+			// profiles of the measured periods.
 			prof = a.c.s.startProfile(ctx, a.a, time.Duration(periods)*hpaPeriod)
+			promProf = startPromProfile(ctx, a.c.s.prom, a.a.name, time.Duration(periods)*hpaPeriod)
 		}
 		rec := &r
 		if period == 0 {
@@ -375,6 +377,7 @@ func runHPALeg(ctx context.Context, b *testing.B, t hpaTarget, n, periods int, m
 	r.sum = prev.sub(start)
 	if isAdapter {
 		prof.stop(ctx, a.c.s, a.a)
+		promProf.wg.Wait()
 		r.apiserverReviews = a.apiserverReviews(ctx) - reviews0 - r.perPeriod[0].reviews
 	}
 	return r
@@ -414,4 +417,18 @@ func hpaPeriodLoad(ctx context.Context, t hpaTarget, n int, burst bool, r *hpaRe
 	}
 	wg.Wait()
 	time.Sleep(time.Until(start.Add(hpaPeriod)))
+}
+
+// startPromProfile starts a CPU profile of Prometheus for d (its
+// /debug/pprof), when EnvProfile is set, written as <n>-<name>-prometheus-cpu.pb.gz.
+func startPromProfile(ctx context.Context, prom *framework.Prometheus, name string, d time.Duration) *profiler {
+	dir := os.Getenv(EnvProfile)
+	if dir == "" {
+		return &profiler{}
+	}
+	p := &profiler{dir: dir, prefix: fmt.Sprintf("%02d-%s", profileRun.Add(1), name)}
+	p.wg.Go(func() {
+		p.fetch(ctx, http.DefaultClient, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", prom.URL, max(int(d.Seconds()), 1)), "prometheus-cpu.pb.gz")
+	})
+	return p
 }
