@@ -264,6 +264,17 @@ const (
 	// listMaxAge is how old the latest pass may be when every metric is
 	// listed (see RefreshList) before the listing asks for a new one.
 	listMaxAge = 5 * time.Second
+	// listPassWait is how long a listing waits for a pass (see
+	// RefreshList) after the pass started: a pass still running after that
+	// is held up by a slow or stalled backend (over a healthy one it takes
+	// milliseconds), and a listing answers from the current index at once
+	// instead of holding its request, and kube-apiserver's seat, until the
+	// stalled backend's call times out. Every discovery poll waited up to its
+	// 2 s bound (ListRefreshWait) while a backend was stalled: at 50 polls a
+	// second, 100 seats of a priority level that has 56 at first, and with
+	// the stalled backend's 40 waiting requests 14-17 % of every request
+	// through it was refused (429) on a loaded machine (docs/reliability.md).
+	listPassWait = 250 * time.Millisecond
 	// onDemandPerInterval is how many passes Refresh and RefreshList may
 	// start within one relist interval: beyond it, the next one waits until
 	// the oldest of them is an interval old (or the relist comes first).
@@ -450,11 +461,16 @@ func (d *Discoverer) Refresh(ctx context.Context, key string) bool {
 // no request has named them yet. When the latest pass started more than 5 s
 // ago it asks for a pass, shared with waiting Refresh calls, and waits for
 // it; when the latest pass started within 5 s and has not published yet it
-// waits for that one; otherwise it returns false at once. Listings thus
-// cost at most one pass per 5 s, whatever their number, and a listing shows
-// every series that appeared 5 s or more before it. It returns true when a
-// pass it waited for has published, false when ctx ends first. It needs
-// Run.
+// waits for that one; otherwise it returns false at once. It waits for a
+// pass only until the pass has run listPassWait: a pass running longer is
+// held up by a slow or stalled backend, and the listing returns false at
+// once (the current index), so that one stalled backend does not hold every
+// discovery poll. Listings thus cost at most one pass per 5 s, whatever
+// their number, and a listing shows every series that appeared 5 s or more
+// before it, unless the pass takes longer than listPassWait (the series
+// then show once it has published). It returns true when a pass it waited
+// for has published, false when ctx ends first or the pass is stuck. It
+// needs Run.
 func (d *Discoverer) RefreshList(ctx context.Context) bool {
 	now := d.clock.Now()
 	d.refreshMu.Lock()
@@ -478,12 +494,44 @@ func (d *Discoverer) RefreshList(ctx context.Context) bool {
 		default:
 		}
 	}
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
+	for {
+		wait, stuck := d.passStuck(d.clock.Now())
+		if stuck {
+			return false
+		}
+		timer := d.clock.NewTimer(wait)
+		select {
+		case <-ch:
+			timer.Stop()
+			return true
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C():
+		}
 	}
+}
+
+// passStuck says whether the pass running now started listPassWait or more
+// before now (stuck: a listing does not wait for it, nor for the next pass,
+// which cannot start before it ends); if not, wait is how long until it
+// will have (listPassWait when no pass is running: the pass asked for has
+// not started yet).
+func (d *Discoverer) passStuck(now time.Time) (wait time.Duration, stuck bool) {
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	if d.passDone == nil {
+		return listPassWait, false
+	}
+	select {
+	case <-d.passDone:
+		return listPassWait, false
+	default:
+	}
+	if age := now.Sub(d.passStart); age < listPassWait {
+		return listPassWait - age, false
+	}
+	return 0, true
 }
 
 // forgetMisses drops the keys idle for two intervals (refreshMu held).

@@ -751,3 +751,54 @@ func TestEmptiedBackendKeepsLastGood(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshListStuckPass: a listing waits for a pass only while the pass
+// is young: once it has run listPassWait (250 ms) without publishing, held
+// up by a stalled backend, the listing waiting for it returns, and a later
+// listing returns at once instead of holding its request until the
+// backend's call times out (every discovery poll waited its full 2 s
+// while a backend was SIGSTOPped).
+func TestRefreshListStuckPass(t *testing.T) {
+	t.Parallel()
+	s, ctx := started(t)
+	arrived, release := s.fake.Hold(100)
+	t.Cleanup(release)
+	s.clock.Step(6 * time.Second) // the latest pass is older than 5 s
+	waitFor(t, "ticker registered", s.clock.HasWaiters)
+	idle := s.clock.Waiters() // the relist ticker
+
+	first := make(chan bool, 1)
+	go func() { first <- s.disc.RefreshList(ctx) }()
+	<-arrived // the pass it asked for is running, its call held
+	select {
+	case got := <-first:
+		t.Fatalf("RefreshList returned %t while its pass had run 0 s", got)
+	case <-time.After(50 * time.Millisecond):
+	}
+	waitFor(t, "the listing's timer", func() bool { return s.clock.Waiters() > idle })
+	s.clock.Step(300 * time.Millisecond)
+	select {
+	case got := <-first:
+		if got {
+			t.Error("RefreshList returned true for a pass that has not published")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RefreshList still waits for a pass running 300 ms (stuck after 250 ms)")
+	}
+
+	later := make(chan bool, 1)
+	go func() { later <- s.disc.RefreshList(ctx) }()
+	select {
+	case got := <-later:
+		if got {
+			t.Error("RefreshList returned true for a stuck pass")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a listing during a stuck pass waits for it")
+	}
+
+	// Once the backend answers, the pass publishes and the next listing
+	// 5 s later waits for its own pass again.
+	release()
+	waitFor(t, "the stuck pass to publish", func() bool { return !s.disc.RefreshList(ctx) && s.passes() > 0 })
+}
