@@ -136,6 +136,20 @@ func guardLimits(maxInFlight, maxWaiting, failures int, open time.Duration, maxA
 		MaxAnswerBytes: noneIfZero(maxAnswerBytes)}
 }
 
+// WithTeamLimits is c with the per-team bounds of the team rule flags,
+// where 0 means no bound as in guardLimits: maxInFlight is
+// --team-rules-max-in-flight (MaxConcurrentPerTeam); maxWaiting is
+// --team-rules-max-waiting (MaxWaitingPerTeam), nil when the flag is not
+// given, which keeps c's (0: a quarter of each backend's own MaxWaiting).
+// Negative values are the callers' to refuse.
+func (c GuardConfig) WithTeamLimits(maxInFlight int, maxWaiting *int) GuardConfig {
+	c.MaxConcurrentPerTeam = noneIfZero(maxInFlight)
+	if maxWaiting != nil {
+		c.MaxWaitingPerTeam = noneIfZero(*maxWaiting)
+	}
+	return c
+}
+
 // noneIfZero maps a flag's or a file's 0 (no bound) to GuardConfig's.
 func noneIfZero[N int | int64](n N) N {
 	if n == 0 {

@@ -141,3 +141,68 @@ func TestGuardTeamSlotFreedOnRefusal(t *testing.T) {
 		t.Errorf("%d team-a slot users left", n)
 	}
 }
+
+// TestTeamLimitsSwitchedOff: the team flags' 0 (WithTeamLimits) leaves a
+// namespace's team rule requests with no bound of their own: more than
+// DefaultMaxConcurrentPerTeam of them reach the backend at once, and more
+// than a quarter of the backend's waiting bound wait on it without any
+// being beyond a bound. Before, the flags' 0 was GuardConfig's default: 2
+// in flight, 10 of 40 waiting.
+func TestTeamLimitsSwitchedOff(t *testing.T) {
+	const maxWaiting = 40
+	zero := 0
+	tests := []struct {
+		name        string
+		maxInFlight int
+		maxWaiting  *int
+		// wantSent of DefaultMaxConcurrentPerTeam+1 requests held at once
+		// reach the backend; wantBeyond of maxWaiting/4+1 waiting ones are
+		// beyond a bound.
+		wantSent, wantBeyond int
+	}{
+		{name: "the flags' defaults", maxInFlight: DefaultMaxConcurrentPerTeam, maxWaiting: nil,
+			wantSent: DefaultMaxConcurrentPerTeam, wantBeyond: 1},
+		{name: "0 switches both off", maxInFlight: 0, maxWaiting: &zero,
+			wantSent: DefaultMaxConcurrentPerTeam + 1, wantBeyond: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := GuardConfig{MaxWaiting: maxWaiting}.WithTeamLimits(tc.maxInFlight, tc.maxWaiting)
+			g, _, _ := newTestGuard(t, cfg)
+			next := &countingTransport{}
+			rt := g.RoundTripper(next)
+			for range DefaultMaxConcurrentPerTeam + 1 {
+				// A request waiting for a team slot gives up after 200ms.
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				resp, err := roundTripAs(t, rt, ctx, "team-a")
+				cancel()
+				var busy *TeamBusyError
+				if errors.As(err, &busy) {
+					continue
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+			}
+			if got := next.count("team-a"); got != tc.wantSent {
+				t.Errorf("team-a requests in flight at once: %d, want %d", got, tc.wantSent)
+			}
+
+			teamA := WithTenant(context.Background(), "team-a")
+			beyond := 0
+			for range maxWaiting/4 + 1 {
+				wt, err := g.wait(teamA)
+				if err != nil {
+					t.Fatalf("team-a request waiting: %v", err)
+				}
+				if wt.beyond {
+					beyond++
+				}
+				defer func() { _ = wt.done(nil) }()
+			}
+			if beyond != tc.wantBeyond {
+				t.Errorf("team-a requests beyond a waiting bound: %d, want %d", beyond, tc.wantBeyond)
+			}
+		})
+	}
+}

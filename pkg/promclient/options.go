@@ -65,15 +65,15 @@ type Options struct {
 	// off with 0, as documented in docs/adapter.md; GuardConfig reads 0 as its default and a negative value as "no
 	// bound", so that a Backend or Guard built in code without these
 	// settings (tests, the downstream servers' guards) is bounded, not
-	// unbounded. The two readings meet in two places only: guardLimits
-	// (these flags, in Backend) and BackendEntry.guard (the file), both
+	// unbounded. The two readings meet in three places only: guardLimits
+	// (these flags, in Backend), BackendEntry.guard (the file) and
+	// GuardConfig.WithTeamLimits (the team flags of cmd/adapter/app,
+	// --team-rules-max-in-flight and --team-rules-max-waiting), all
 	// through noneIfZero. The defaults shown by the flags are GuardConfig's
-	// (NewOptions). The team flags of cmd/adapter/app
-	// (--team-rules-max-waiting, --team-rules-max-in-flight) are written
-	// into GuardConfig unchanged, so their 0 is GuardConfig's default (a
-	// quarter of the backend's waiting bound, which differs per backend and
-	// so has no one value to show; DefaultMaxConcurrentPerTeam), and they
-	// have no "no bound".
+	// (NewOptions), DefaultMaxConcurrentPerTeam's included; the team
+	// waiting bound's default is a quarter of each backend's waiting bound,
+	// which differs per backend and so has no one value to show: that flag
+	// not given keeps GuardConfig's 0.
 	MaxInFlight     int
 	BreakerFailures int
 	BreakerOpen     time.Duration

@@ -2,7 +2,10 @@ package app
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/promscaler/promscaler/test/helptest"
 )
@@ -49,6 +52,29 @@ func TestFlagSections(t *testing.T) {
 	} {
 		if fss.FlagSets[section].Lookup(flag) == nil {
 			t.Errorf("--%s is not in the %q section", flag, section)
+		}
+	}
+}
+
+// TestTeamBoundDefaultsInHelp: --help shows --team-rules-max-in-flight's
+// real default, and none for --team-rules-max-waiting, whose default is
+// derived per backend (its usage says so) and whose 0 means no bound.
+func TestTeamBoundDefaultsInHelp(t *testing.T) {
+	fs := NewServerOptions().Flags().FlagSets[sectionRules]
+	got := map[string]string{}
+	for _, name := range []string{"team-rules-max-in-flight", "team-rules-max-waiting"} {
+		got[name] = fs.Lookup(name).DefValue
+	}
+	want := map[string]string{"team-rules-max-in-flight": "2", "team-rules-max-waiting": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults shown by --help (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	fs.PrintDefaults()
+	for _, want := range []string{"0: no bound per team. (default 2)", "Default: a quarter of each backend's bound (--prometheus-max-waiting or its max_waiting; 10 of the default 40). 0: no bound per team.\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -85,13 +85,14 @@ type ServerOptions struct {
 	// TeamRulesMaxRules and TeamRulesMaxConfigMaps bound a ConfigMap's
 	// rules and the ConfigMaps in service.
 	TeamRulesMaxRules, TeamRulesMaxConfigMaps int
-	// TeamRulesMaxWaiting is every backend's GuardConfig.MaxWaitingPerTeam:
-	// the requests of one namespace's team rules waiting on its answers
-	// (0: a quarter of the backend's waiting bound).
-	TeamRulesMaxWaiting int
-	// TeamRulesMaxInFlight is every backend's
+	// TeamRulesMaxWaiting is --team-rules-max-waiting, every backend's
+	// GuardConfig.MaxWaitingPerTeam: the requests of one namespace's team
+	// rules waiting on its answers. 0: no bound per team; nil (the flag
+	// not given): a quarter of each backend's own waiting bound.
+	TeamRulesMaxWaiting *int
+	// TeamRulesMaxInFlight is --team-rules-max-in-flight, every backend's
 	// GuardConfig.MaxConcurrentPerTeam: one namespace's team rule requests
-	// in flight to it at once.
+	// in flight to it at once. 0: no bound per team.
 	TeamRulesMaxInFlight int
 	// SchedulesFile is --schedules-config (schedules.go).
 	SchedulesFile string
@@ -135,6 +136,7 @@ func NewServerOptions() *ServerOptions {
 		TeamRulesNamespaceLabel: tenancy.DefaultLabel,
 		TeamRulesMaxRules:       teamrules.DefaultMaxRulesPerConfigMap,
 		TeamRulesMaxConfigMaps:  teamrules.DefaultMaxConfigMaps,
+		TeamRulesMaxInFlight:    promclient.DefaultMaxConcurrentPerTeam,
 	}
 }
 
@@ -231,12 +233,12 @@ func (o *ServerOptions) addRulesFlags(fs *pflag.FlagSet) {
 		"With --team-rules, the most team ConfigMaps in service; one more is refused with a RulesRejected event.")
 	fs.IntVar(&o.Discovery.MaxTeamRuleMetrics, "team-rules-max-metrics-per-rule", o.Discovery.MaxTeamRuleMetrics,
 		"With --team-rules, the most distinct metrics one team rule may produce: a rule discovering more serves none and its ConfigMap gets a RulesRejected event naming the rule, its count and this limit.")
-	fs.IntVar(&o.TeamRulesMaxWaiting, "team-rules-max-waiting", o.TeamRulesMaxWaiting,
+	fs.Var(optionalInt{&o.TeamRulesMaxWaiting}, "team-rules-max-waiting",
 		"With --team-rules, the most requests of one namespace's team rules waiting on one backend's answers: one more waits 1s at most, then is answered 503 naming the namespace, so that one team's slow queries leave the rest of the backend's bound to the cluster's rules and the other teams. "+
-			"0: a quarter of the backend's bound (--prometheus-max-waiting or its max_waiting; 10 of the default 40).")
+			"Default: a quarter of each backend's bound (--prometheus-max-waiting or its max_waiting; 10 of the default 40). 0: no bound per team.")
 	fs.IntVar(&o.TeamRulesMaxInFlight, "team-rules-max-in-flight", o.TeamRulesMaxInFlight,
 		"With --team-rules, the most queries of one namespace's team rules a backend evaluates at once; more wait (within their deadline and --team-rules-max-waiting) for one of them to finish, so that one team's heavy queries take a bounded share of the backend. "+
-			"0: "+strconv.Itoa(promclient.DefaultMaxConcurrentPerTeam)+".")
+			"0: no bound per team.")
 }
 
 // addLibraryFlags registers custom-metrics-apiserver's flags (the adapter
@@ -417,18 +419,21 @@ func (o *ServerOptions) validateTeamRules() []error {
 		errs = append(errs, fmt.Errorf("--team-rules-max-metrics-per-rule %d: must be at least 1", o.Discovery.MaxTeamRuleMetrics))
 	}
 	if o.TeamRulesMaxInFlight < 0 {
-		errs = append(errs, fmt.Errorf("--team-rules-max-in-flight %d: must not be negative (0: %d)", o.TeamRulesMaxInFlight, promclient.DefaultMaxConcurrentPerTeam))
+		errs = append(errs, fmt.Errorf("--team-rules-max-in-flight %d: must not be negative (0: no bound per team)", o.TeamRulesMaxInFlight))
 	}
 	return append(errs, o.validateTeamWaiting()...)
 }
 
-// validateTeamWaiting checks --team-rules-max-waiting against the backend's
-// own bound, which it divides.
+// validateTeamWaiting checks --team-rules-max-waiting, when given, against
+// the backend's own bound, which it divides.
 func (o *ServerOptions) validateTeamWaiting() []error {
-	n, bound := o.TeamRulesMaxWaiting, o.Prometheus.MaxWaiting
+	if o.TeamRulesMaxWaiting == nil {
+		return nil
+	}
+	n, bound := *o.TeamRulesMaxWaiting, o.Prometheus.MaxWaiting
 	switch {
 	case n < 0:
-		return []error{fmt.Errorf("--team-rules-max-waiting %d: must not be negative (0: a quarter of --prometheus-max-waiting)", n)}
+		return []error{fmt.Errorf("--team-rules-max-waiting %d: must not be negative (0: no bound per team; not given: a quarter of --prometheus-max-waiting)", n)}
 	case n > 0 && bound == 0:
 		return []error{fmt.Errorf("--team-rules-max-waiting %d: needs a --prometheus-max-waiting bound (it is 0: no bound on waiting requests, none per team either)", n)}
 	case n > bound && bound > 0:
@@ -437,17 +442,16 @@ func (o *ServerOptions) validateTeamWaiting() []error {
 	return nil
 }
 
-// backends are the Prometheus backends of the flags, each with the bound
-// of --team-rules-max-waiting (the backends file's entries, reloaded too,
-// take the default backend's).
+// backends are the Prometheus backends of the flags, each with the bounds
+// of --team-rules-max-in-flight and --team-rules-max-waiting (the backends
+// file's entries reloaded later take the default backend's).
 func (o *ServerOptions) backends() ([]promclient.Backend, error) {
 	backends, err := o.Prometheus.Backends()
 	if err != nil {
 		return nil, err
 	}
 	for i := range backends {
-		backends[i].Guard.MaxWaitingPerTeam = o.TeamRulesMaxWaiting
-		backends[i].Guard.MaxConcurrentPerTeam = o.TeamRulesMaxInFlight
+		backends[i].Guard = backends[i].Guard.WithTeamLimits(o.TeamRulesMaxInFlight, o.TeamRulesMaxWaiting)
 	}
 	return backends, nil
 }
@@ -477,3 +481,33 @@ func (o *ServerOptions) teamRules() *teamrules.Options {
 	return &teamrules.Options{Namespaces: o.TeamRulesNamespaces, NamespaceLabel: o.TeamRulesNamespaceLabel,
 		NamespaceBackends: backends, MaxRulesPerConfigMap: o.TeamRulesMaxRules, MaxConfigMaps: o.TeamRulesMaxConfigMaps}
 }
+
+// optionalInt is an int flag's value that tells the flag not given (nil)
+// from every value given, 0 included, so that 0 can mean "no bound" while
+// the default stays a derived one. --help shows no default for it (its
+// String is empty until set): the usage says what not giving it means.
+type optionalInt struct{ p **int }
+
+var _ pflag.Value = optionalInt{}
+
+// String implements pflag.Value.
+func (v optionalInt) String() string {
+	if v.p == nil || *v.p == nil {
+		return ""
+	}
+	return strconv.Itoa(**v.p)
+}
+
+// Set implements pflag.Value, parsing as pflag's int flags do.
+func (v optionalInt) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err != nil {
+		return err
+	}
+	i := int(n)
+	*v.p = &i
+	return nil
+}
+
+// Type implements pflag.Value.
+func (optionalInt) Type() string { return "int" }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/promscaler/promscaler/pkg/discovery"
+	"github.com/promscaler/promscaler/pkg/promclient"
 )
 
 // testRules is a rules file for the flag tests, which only check that it
@@ -102,7 +103,17 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			name: "team limits wrong",
 			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-rules-per-configmap=0", "--team-rules-max-configmaps=-1", "--team-rules-max-metrics-per-rule=0", "--team-rules-max-waiting=-2", "--team-rules-max-in-flight=-1"},
 			want: []string{"--team-rules-max-rules-per-configmap 0: must be at least 1", "--team-rules-max-configmaps -1: must be at least 1",
-				"--team-rules-max-metrics-per-rule 0: must be at least 1", "--team-rules-max-in-flight -1: must not be negative", "--team-rules-max-waiting -2: must not be negative"},
+				"--team-rules-max-metrics-per-rule 0: must be at least 1", "--team-rules-max-in-flight -1: must not be negative (0: no bound per team)",
+				"--team-rules-max-waiting -2: must not be negative (0: no bound per team"},
+		},
+		{
+			name: "team bounds switched off, the backend's waiting bound too",
+			args: []string{"--config=" + rulesFile, "--team-rules", "--team-rules-max-in-flight=0", "--team-rules-max-waiting=0", "--prometheus-max-waiting=0"},
+		},
+		{
+			name:     "team waiting bound not a number",
+			args:     []string{"--config=" + rulesFile, "--team-rules-max-waiting=some"},
+			parseErr: `invalid argument "some" for "--team-rules-max-waiting" flag`,
 		},
 		{
 			name: "team waiting bound above the backend's",
@@ -193,40 +204,82 @@ func TestSharedEvaluationFlag(t *testing.T) {
 }
 
 // The team limits' flags reach the discovery options and every backend's
-// guard (the backends file's entries too); unset, their defaults.
+// guard, the backends file's entries too, at startup and when the file is
+// reloaded over the default backend. The team bounds follow the other guard
+// flags: 0 switches a bound off (GuardConfig's -1); --team-rules-max-in-flight
+// defaults to DefaultMaxConcurrentPerTeam; --team-rules-max-waiting not given
+// leaves GuardConfig's 0, a quarter of each backend's own waiting bound.
 func TestTeamLimitFlags(t *testing.T) {
+	const file = "backends:\n- name: thanos\n  url: http://thanos:9090\n  max_waiting: 8\n"
 	backendsFile := filepath.Join(t.TempDir(), "backends.yaml")
-	if err := os.WriteFile(backendsFile, []byte("backends:\n- name: thanos\n  url: http://thanos:9090\n"), 0o644); err != nil {
+	if err := os.WriteFile(backendsFile, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	type guard struct {
+		Backend                                             string
+		MaxWaiting, MaxWaitingPerTeam, MaxConcurrentPerTeam int
+	}
+	// both is the guards of the default backend and of thanos with the
+	// given team bounds.
+	both := func(waitingPerTeam, concurrentPerTeam int) []guard {
+		return []guard{
+			{Backend: promclient.DefaultBackendName, MaxWaiting: promclient.DefaultMaxWaiting, MaxWaitingPerTeam: waitingPerTeam, MaxConcurrentPerTeam: concurrentPerTeam},
+			{Backend: "thanos", MaxWaiting: 8, MaxWaitingPerTeam: waitingPerTeam, MaxConcurrentPerTeam: concurrentPerTeam},
+		}
+	}
+	const derived, none = 0, -1 // GuardConfig's readings
 	tests := []struct {
-		args                              []string
-		wantMetrics, wantWait, wantFlight int
+		name        string
+		args        []string
+		wantMetrics int
+		want        []guard
 	}{
-		{args: nil, wantMetrics: discovery.DefaultMaxTeamRuleMetrics, wantWait: 0, wantFlight: 0},
-		{args: []string{"--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=6", "--team-rules-max-in-flight=3"}, wantMetrics: 20, wantWait: 6, wantFlight: 3},
+		{name: "not given: the defaults, the waiting bound derived per backend", wantMetrics: discovery.DefaultMaxTeamRuleMetrics,
+			want: both(derived, promclient.DefaultMaxConcurrentPerTeam)},
+		{name: "given", args: []string{"--team-rules-max-metrics-per-rule=20", "--team-rules-max-waiting=6", "--team-rules-max-in-flight=3"}, wantMetrics: 20,
+			want: both(6, 3)},
+		{name: "0 switches both off", args: []string{"--team-rules-max-waiting=0", "--team-rules-max-in-flight=0"}, wantMetrics: discovery.DefaultMaxTeamRuleMetrics,
+			want: both(none, none)},
+		{name: "0 switches the in-flight bound off, the waiting bound derived", args: []string{"--team-rules-max-in-flight=0"}, wantMetrics: discovery.DefaultMaxTeamRuleMetrics,
+			want: both(derived, none)},
+		{name: "0 switches the waiting bound off, the in-flight bound's default", args: []string{"--team-rules-max-waiting=0"}, wantMetrics: discovery.DefaultMaxTeamRuleMetrics,
+			want: both(none, promclient.DefaultMaxConcurrentPerTeam)},
 	}
 	for _, tc := range tests {
-		o := NewServerOptions()
-		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-		o.AddFlags(fs)
-		if err := fs.Parse(append([]string{"--backends-config=" + backendsFile}, tc.args...)); err != nil {
-			t.Fatal(err)
-		}
-		if got := o.Discovery.MaxTeamRuleMetrics; got != tc.wantMetrics {
-			t.Errorf("%v: MaxTeamRuleMetrics %d, want %d", tc.args, got, tc.wantMetrics)
-		}
-		backends, err := o.backends()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int
-		for _, b := range backends {
-			got = append(got, b.Guard.MaxWaitingPerTeam, b.Guard.MaxConcurrentPerTeam)
-		}
-		if diff := cmp.Diff([]int{tc.wantWait, tc.wantFlight, tc.wantWait, tc.wantFlight}, got); diff != "" {
-			t.Errorf("%v: MaxWaitingPerTeam, MaxConcurrentPerTeam of the two backends (-want +got):\n%s", tc.args, diff)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewServerOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--backends-config=" + backendsFile}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.Discovery.MaxTeamRuleMetrics; got != tc.wantMetrics {
+				t.Errorf("MaxTeamRuleMetrics %d, want %d", got, tc.wantMetrics)
+			}
+			backends, err := o.backends()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The backends file reloaded (pkg/server's watchBackends) over
+			// the default backend.
+			reloaded, err := promclient.ParseBackends([]byte(file), backendsFile, backends[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			guards := func(bs []promclient.Backend) []guard {
+				var out []guard
+				for _, b := range bs {
+					out = append(out, guard{Backend: b.Name, MaxWaiting: b.Guard.MaxWaiting, MaxWaitingPerTeam: b.Guard.MaxWaitingPerTeam, MaxConcurrentPerTeam: b.Guard.MaxConcurrentPerTeam})
+				}
+				return out
+			}
+			if diff := cmp.Diff(tc.want, guards(backends)); diff != "" {
+				t.Errorf("backends' guards (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want[1:], guards(reloaded)); diff != "" {
+				t.Errorf("the backends file's guards when reloaded (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
