@@ -148,6 +148,9 @@ type Metrics struct {
 	// APIRequestDuration observes requests served by the API server, in
 	// seconds. Labels: api.
 	APIRequestDuration *prometheus.HistogramVec
+	// AnswerTurnWait observes how long a request whose data was in hand
+	// waited for its turn to build its answer (--max-concurrent-answers).
+	AnswerTurnWait prometheus.Histogram
 
 	// ClientCertAuthentications counts requests presenting a client
 	// certificate by how they were authenticated (certauth.Result: cached,
@@ -210,6 +213,8 @@ func New() *Metrics {
 			"Requests served by the API server by metrics API and HTTP code.", "api", "code"),
 		APIRequestDuration: f.histogramVec("api", "request_duration_seconds",
 			"Duration of requests served by the API server by metrics API.", requestBuckets, "api"),
+		AnswerTurnWait: f.histogram("api", "answer_turn_wait_seconds",
+			"How long a request whose data was in hand waited for its turn to build and encode its answer (--max-concurrent-answers answers at once).", requestBuckets),
 		ClientCertAuthentications: f.counterVec("api", "client_cert_authentications_total",
 			"Requests presenting a client certificate by how they were authenticated: cached (a chain verified earlier, --client-cert-verify-cache-ttl), verified (its signatures verified now), library (left to the API server library's authenticator).", "result"),
 		ConfigReloads: f.counterVec("config", "reloads_total",

@@ -33,6 +33,7 @@ func TestNewRegistersEveryMetric(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
+		"promscaler_api_answer_turn_wait_seconds",
 		"promscaler_api_client_cert_authentications_total",
 		"promscaler_api_request_duration_seconds",
 		"promscaler_api_requests_total",

@@ -36,6 +36,7 @@ import (
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/servertiming"
 	"github.com/promscaler/promscaler/internal/truncate"
+	"github.com/promscaler/promscaler/internal/turns"
 )
 
 // SampleQuerier runs an instant PromQL query and returns the vector as
@@ -370,7 +371,7 @@ func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share,
 	}
 	if v, ok := c.cache.get(key); ok {
 		c.metrics.CacheHits.WithLabelValues(endpoint).Inc()
-		return v, nil
+		return c.answered(ctx, endpoint, desc, v)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, classify(endpoint, desc, err, err, 0)
@@ -391,6 +392,18 @@ func (c *Client) call(ctx context.Context, endpoint, desc, key string, sh share,
 			return nil, err
 		}
 		// The caller's own context ended while waiting.
+		return nil, classify(endpoint, desc, err, ctx.Err(), 0)
+	}
+	return c.answered(ctx, endpoint, desc, v)
+}
+
+// answered returns v once the caller's request has its turn to build its
+// answer from it (internal/turns): in a burst, the hundreds of requests a
+// landed query releases at once would otherwise all turn samples into
+// answers together, and the burst's later requests, not yet taken in by the
+// server, would wait behind them.
+func (c *Client) answered(ctx context.Context, endpoint, desc string, v any) (any, error) {
+	if err := turns.Take(ctx); err != nil {
 		return nil, classify(endpoint, desc, err, ctx.Err(), 0)
 	}
 	return v, nil

@@ -113,7 +113,7 @@ func TestArrivalTime(t *testing.T) {
 	var ok bool
 	h := instrumentRequests(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got, ok = arrivalTime(r.Context())
-	}), metrics.New())
+	}), metrics.New(), nil)
 	before := time.Now()
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/apis/custom.metrics.k8s.io/v1beta2", nil))
 	after := time.Now()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/internal/servertiming"
+	"github.com/promscaler/promscaler/internal/turns"
 	"github.com/promscaler/promscaler/pkg/apistatus"
 )
 
@@ -34,8 +35,9 @@ import (
 //
 //  1. instrumentRequests: counts and times every request by metrics API
 //     and code, stamps when it entered the chain (arrivalTime: the time a
-//     "now" query's shared answer must not be older than), and detaches the
-//     client's cancellation from the chain (detachClientCancel).
+//     "now" query's shared answer must not be older than), gives it its
+//     claim on the answer turns (internal/turns) and detaches the client's
+//     cancellation from the chain (detachClientCancel).
 //  2. authorizationUnavailable: a request the API server could not
 //     authorize is a 503, not the library's 500 naming its address.
 //  3. withReadyzDetails: /readyz?verbose also lists states that are not
@@ -45,30 +47,38 @@ import (
 //  6. badMetricLabelSelector: a 400 for an unparsable metricLabelSelector.
 //  7. the metrics APIs (installMetricsAPIs), whose provider calls run
 //     quietly (quietCustomProvider, quietExternalProvider): the client's
-//     cancellation restored, and a hang-up or deadline a typed status.
+//     cancellation restored, the answer built in its turn (internal/turns), and
+//     a hang-up or deadline a typed status.
 
 // buildHandlerChain is the generic server's BuildHandlerChainFunc: the
 // wrappers above around the API handler. details is read per request.
-func buildHandlerChain(m *metrics.Metrics, details func() []string) func(http.Handler, *genericapiserver.Config) http.Handler {
+func buildHandlerChain(m *metrics.Metrics, turns *turns.Turns, details func() []string) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(h http.Handler, gc *genericapiserver.Config) http.Handler {
 		chain := genericapiserver.DefaultBuildHandlerChain(servertiming.Handler(badMetricLabelSelector(h)), gc)
 		chain = withReadyzDetails(chain, details)
-		return instrumentRequests(authorizationUnavailable(chain), m)
+		return instrumentRequests(authorizationUnavailable(chain), m, turns)
 	}
 }
 
 // instrumentRequests counts and times every request by metrics API and
-// code. It also records when the request entered the chain (arrivalTime)
-// and keeps a client hanging up from reaching the chain as a cancellation
-// (see detachClientCancel).
-func instrumentRequests(next http.Handler, m *metrics.Metrics) http.Handler {
+// code. It also records when the request entered the chain (arrivalTime),
+// gives it its claim on turns (internal/turns: given back at the answer's first
+// write or when the handler returns) and keeps a client hanging up from
+// reaching the chain as a cancellation (see detachClientCancel).
+func instrumentRequests(next http.Handler, m *metrics.Metrics, turns *turns.Turns) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), arrivalKey{}, start))
+		ctx, t := turns.Begin(context.WithValue(r.Context(), arrivalKey{}, start))
+		r = r.WithContext(ctx)
+		var out responsewriter.UserProvidedDecorator = rec
+		if t != nil {
+			defer t.End()
+			out = &turnWriter{ResponseWriter: rec, t: t}
+		}
 		// WrapForHTTP1Or2 keeps the optional interfaces (Flusher, Hijacker,
 		// CloseNotifier) the API server's handlers rely on.
-		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(rec), detachClientCancel(r))
+		next.ServeHTTP(responsewriter.WrapForHTTP1Or2(out), detachClientCancel(r))
 		code := rec.code
 		if code == 0 {
 			code = http.StatusOK
@@ -318,15 +328,24 @@ func writeBadRequest(w http.ResponseWriter, msg string) {
 	_, _ = w.Write(body)
 }
 
-// quietly runs a provider call with withClient's context, and turns the
-// error of a request whose client went away, or that ran out of time, into
-// a typed API status: a plain error would be logged by the API server as an
+// quietly runs a provider call with withClient's context, then waits for
+// the request's turn to build its answer (internal/turns), and turns the error of
+// a request whose client went away, or that ran out of time, into a typed
+// API status: a plain error would be logged by the API server as an
 // internal error, and a client hanging up is not one (apistatus.FromError:
 // 499, or 504 for the deadline). Other errors pass through unchanged.
 func quietly[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := withClient(ctx)
 	defer cancel()
 	v, err := call(ctx)
+	if err == nil {
+		// The Prometheus client took the turn when the data came in; a
+		// provider that called none takes it here.
+		if err = turns.Take(ctx); err != nil {
+			var zero T
+			v = zero
+		}
+	}
 	if err != nil && ctx.Err() != nil {
 		err = apistatus.FromError(ctx, "metrics request", err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/promscaler/promscaler/internal/apiencode"
 	"github.com/promscaler/promscaler/internal/certauth"
 	"github.com/promscaler/promscaler/internal/metrics"
+	"github.com/promscaler/promscaler/internal/turns"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/downstream"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -148,6 +149,10 @@ type Config struct {
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
 	ClientCertCacheTTL time.Duration
+	// MaxConcurrentAnswers bounds how many requests build and encode their
+	// answers at once, once their data is in hand (internal/turns); 0: no
+	// bound. The adapter's default is turns.Default.
+	MaxConcurrentAnswers int
 	// TeamRules, when set, also serves the rules of the team rules
 	// ConfigMaps, each confined to its namespace (--team-rules).
 	TeamRules *teamrules.Options
@@ -310,7 +315,8 @@ func (c *Config) loadStartupRules() (startupRules, error) {
 // configureGenericServer sets up the generic API server's configuration:
 // /metrics left to the adapter, the client certificate cache, the health
 // endpoints outside the in-flight limit, authorization failures recorded
-// (authz.go) and the handler chain (handlers.go).
+// (authz.go) and the handler chain (handlers.go) with its answer turns
+// (internal/turns).
 func (c *Config) configureGenericServer(m *metrics.Metrics, details func() []string) {
 	gc := c.APIServer.GenericConfig
 	// /metrics is ours (adapter registry + Kubernetes component metrics),
@@ -319,7 +325,7 @@ func (c *Config) configureGenericServer(m *metrics.Metrics, details func() []str
 	cacheClientCertVerification(gc, c.ClientCertCacheTTL, m)
 	exemptHealthFromInFlightLimit(gc)
 	recordAuthorizationFailures(gc)
-	gc.BuildHandlerChainFunc = buildHandlerChain(m, details)
+	gc.BuildHandlerChainFunc = buildHandlerChain(m, turns.New(c.MaxConcurrentAnswers, m.AnswerTurnWait), details)
 }
 
 // buildProviders builds the metrics providers with c.NewProviders (nil:

@@ -18,6 +18,7 @@ import (
 	cmoptions "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd/options"
 
 	"github.com/promscaler/promscaler/internal/certauth"
+	"github.com/promscaler/promscaler/internal/turns"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/provider"
@@ -70,6 +71,9 @@ type ServerOptions struct {
 	// verified is trusted without verifying it again (certauth); zero
 	// verifies on every request, as the library does.
 	ClientCertCacheTTL time.Duration
+	// MaxConcurrentAnswers is --max-concurrent-answers
+	// (server.Config.MaxConcurrentAnswers; 0: no bound).
+	MaxConcurrentAnswers int
 	// TeamRules serves the rules of ConfigMaps labelled
 	// promscaler.io/rules=true, each confined to its namespace.
 	TeamRules bool
@@ -132,6 +136,7 @@ func NewServerOptions() *ServerOptions {
 		Shared:               provider.SharedConfig{MaxAge: provider.DefaultSharedMaxAge},
 		ConfigReloadInterval: reload.DefaultInterval,
 		ClientCertCacheTTL:   certauth.DefaultTTL,
+		MaxConcurrentAnswers: turns.Default(),
 
 		TeamRulesNamespaceLabel: tenancy.DefaultLabel,
 		TeamRulesMaxRules:       teamrules.DefaultMaxRulesPerConfigMap,
@@ -176,6 +181,9 @@ func (o *ServerOptions) Flags() cliflag.NamedFlagSets {
 	// flag is accepted and ignored so that existing manifests still start.
 	serving.String("gc-heap-floor", "0", "Ignored; the Go runtime's GOGC and GOMEMLIMIT environment variables tune the garbage collector.")
 	_ = serving.MarkDeprecated("gc-heap-floor", "it is ignored; use GOGC or GOMEMLIMIT")
+	serving.IntVar(&o.MaxConcurrentAnswers, "max-concurrent-answers", o.MaxConcurrentAnswers,
+		"The most requests building and encoding their answers at once, once their data is in hand; more wait their turn (within their deadline). A request waiting on Prometheus or writing to its client holds no turn. "+
+			"It keeps a burst's requests from waiting seconds to be taken in behind hundreds of answers being built, which also let them miss the query they could have shared. Default: twice GOMAXPROCS. 0: no bound.")
 	fss.FlagSet(sectionAuth).DurationVar(&o.ClientCertCacheTTL, "client-cert-verify-cache-ttl", o.ClientCertCacheTTL,
 		"How long a client certificate chain (the aggregator's front-proxy certificate, a client's) that verified against the current CA bundle is trusted on later requests without verifying its signatures again; "+
 			"never beyond a certificate's validity, and a CA bundle change verifies again. 0 verifies on every request.")
@@ -320,6 +328,9 @@ func (o *ServerOptions) Validate() []error {
 	if o.ClientCertCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("--client-cert-verify-cache-ttl %v: must not be negative (0 verifies on every request)", o.ClientCertCacheTTL))
 	}
+	if o.MaxConcurrentAnswers < 0 {
+		errs = append(errs, fmt.Errorf("--max-concurrent-answers %d: must not be negative (0: no bound)", o.MaxConcurrentAnswers))
+	}
 	errs = append(errs, o.validateTeamRules()...)
 	errs = append(errs, o.validateSchedules()...)
 	errs = append(errs, o.validateDownstream()...)
@@ -374,6 +385,7 @@ func (o *ServerOptions) Config() (*server.Config, error) {
 		Discovery:             o.Discovery,
 		Shared:                o.sharedConfig(),
 		ClientCertCacheTTL:    o.ClientCertCacheTTL,
+		MaxConcurrentAnswers:  o.MaxConcurrentAnswers,
 		TeamRules:             o.teamRules(),
 		DownstreamConfig:      o.DownstreamConfig,
 		// The downward API's (deploy/base, the chart): Events go to the

@@ -397,8 +397,12 @@ func TestCommunityChartArgv(t *testing.T) {
 			if !ok {
 				t.Fatalf("rejected (exit %d): %s", code, stderr.String())
 			}
-			// klog's verbosity is process-wide: put it back.
-			t.Cleanup(func() { _ = o.flags.Set("v", "0") })
+			// klog's verbosity and component-base's flush frequency are
+			// process-wide: put them back.
+			t.Cleanup(func() {
+				_ = o.flags.Set("v", "0")
+				_ = o.flags.Set("log-flush-frequency", "5s")
+			})
 			ss := o.Base.SecureServing
 			got := parsed{
 				Port: ss.BindPort, CertDir: ss.ServerCert.CertDirectory,
