@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +146,9 @@ func TestAzureADTokens(t *testing.T) {
 	}
 }
 
+// managedIdentityRuns numbers TestAzureADManagedIdentity's runs.
+var managedIdentityRuns atomic.Int64
+
 // A managed identity's token comes from the environment's identity
 // endpoint (App Service's IDENTITY_ENDPOINT here; IMDS on a VM or node).
 func TestAzureADManagedIdentity(t *testing.T) {
@@ -165,12 +169,15 @@ func TestAzureADManagedIdentity(t *testing.T) {
 	t.Setenv("IDENTITY_ENDPOINT", ep.URL+"/msi/token")
 	t.Setenv("IDENTITY_HEADER", "identity-secret")
 	f := newFakeProm(t, nil)
-	cfg := &AzureADConfig{ManagedIdentity: &AzureManagedIdentity{ClientID: "mi-client"}}
+	// MSAL caches managed identity tokens process-wide, by client ID: a
+	// client ID of this run's own makes -count=N ask the endpoint again.
+	clientID := fmt.Sprintf("mi-client-%d", managedIdentityRuns.Add(1))
+	cfg := &AzureADConfig{ManagedIdentity: &AzureManagedIdentity{ClientID: clientID}}
 	got := queryN(t, Backend{Name: "azure", URL: f.URL, Timeout: time.Minute, Auth: CloudAuth{AzureAD: cfg}}, f, 2)
 	if d := cmp.Diff([]string{"Bearer mi-token", "Bearer mi-token"}, got); d != "" {
 		t.Errorf("Authorization headers (-want +got):\n%s", d)
 	}
-	if len(asked) != 1 || asked[0].Get("resource") != "https://prometheus.monitor.azure.com" || asked[0].Get("client_id") != "mi-client" {
+	if len(asked) != 1 || asked[0].Get("resource") != "https://prometheus.monitor.azure.com" || asked[0].Get("client_id") != clientID {
 		t.Errorf("identity endpoint asked %v, want once for the query resource and the client ID", asked)
 	}
 }
