@@ -86,8 +86,7 @@ func serviceAccountFile(t *testing.T, key *rsa.PrivateKey, tokenURI string) stri
 		"type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": string(pemKey),
 		"client_email": "adapter@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": tokenURI,
 	})
-	path := t.TempDir() + "/sa.json"
-	writeFile(t, path, string(data))
+	path := writeFile(t, t.TempDir()+"/sa.json", string(data))
 	return path
 }
 

@@ -163,23 +163,13 @@ func TestSigV4SignsRequests(t *testing.T) {
 	for _, verb := range []string{http.MethodGet, http.MethodPost} {
 		t.Run(verb, func(t *testing.T) {
 			s := newSigV4Server(t, map[string]string{"AKIDEXAMPLE": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"})
-			bs, err := ParseBackends([]byte(`backends:
+			queryFromFile(t, `backends:
 - name: amp
   url: `+s.srv.URL+`/workspaces/ws-1
   verb: `+verb+`
   headers: {X-Scope-OrgID: team-a}
   sigv4: {region: eu-west-1, access_key: AKIDEXAMPLE, secret_key: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY}
-`), "b.yaml", Backend{Timeout: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := NewForBackend(bs[0], metrics.New(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.QuerySamples(context.Background(), `sum(rate(http_requests_total{job="a b"}[2m]))`, time.Time{}); err != nil {
-				t.Fatal(err)
-			}
+`, `sum(rate(http_requests_total{job="a b"}[2m]))`)
 			want := []sigV4Check{{KeyID: "AKIDEXAMPLE", Scope: "eu-west-1/aps/aws4_request", Valid: true}}
 			got := s.got()
 			if len(got) == 1 && !strings.Contains(got[0].Signed, "x-scope-orgid") {
@@ -293,25 +283,14 @@ func TestSigV4AssumesRoles(t *testing.T) {
 			sts := stsServer(t, secrets, &calls)
 			t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
 			if tc.name == "irsa" {
-				tokenFile := t.TempDir() + "/token"
-				writeFile(t, tokenFile, "projected-sa-token")
+				tokenFile := writeFile(t, t.TempDir()+"/token", "projected-sa-token")
 				t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", tokenFile)
 			}
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
 			s := newSigV4Server(t, secrets)
-			bs, err := ParseBackends([]byte("backends:\n- name: amp\n  url: "+s.srv.URL+"\n  sigv4: "+tc.sigv4+"\n"), "b.yaml", Backend{Timeout: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := NewForBackend(bs[0], metrics.New(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
-				t.Fatal(err)
-			}
+			queryFromFile(t, "backends:\n- name: amp\n  url: "+s.srv.URL+"\n  sigv4: "+tc.sigv4+"\n", "up")
 			want := []sigV4Check{{KeyID: tc.wantKey, Scope: "eu-central-1/aps/aws4_request", Valid: true}}
 			if d := cmp.Diff(want, s.got(), cmpIgnoreSigned); d != "" {
 				t.Errorf("signatures (-want +got):\n%s", d)

@@ -275,12 +275,24 @@ func TestBackendFromFileSendsItsHeaders(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir+"/token", "s3cret\n")
 	f := newFakeProm(t, nil)
-	bs, err := ParseBackends([]byte(`backends:
+	queryFromFile(t, `backends:
 - name: mimir
   url: `+f.URL+`
   headers: {X-Scope-OrgID: team-a}
   authorization: {credentials_file: `+dir+`/token}
-`), "b.yaml", Backend{Timeout: time.Minute})
+`, "up")
+	h := f.requests()[0].Header
+	got := []string{h.Get("X-Scope-OrgID"), h.Get("Authorization")}
+	if d := cmp.Diff([]string{"team-a", "Bearer s3cret"}, got); d != "" {
+		t.Errorf("headers (-want +got):\n%s", d)
+	}
+}
+
+// queryFromFile parses a backends file (timeout a minute by default),
+// builds the client of its first backend and sends it query.
+func queryFromFile(t *testing.T, file, query string) {
+	t.Helper()
+	bs, err := ParseBackends([]byte(file), "b.yaml", Backend{Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,13 +300,8 @@ func TestBackendFromFileSendsItsHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.QuerySamples(context.Background(), "up", time.Time{}); err != nil {
+	if _, err := c.QuerySamples(context.Background(), query, time.Time{}); err != nil {
 		t.Fatal(err)
-	}
-	h := f.requests()[0].Header
-	got := []string{h.Get("X-Scope-OrgID"), h.Get("Authorization")}
-	if d := cmp.Diff([]string{"team-a", "Bearer s3cret"}, got); d != "" {
-		t.Errorf("headers (-want +got):\n%s", d)
 	}
 }
 

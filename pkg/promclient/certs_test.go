@@ -100,8 +100,7 @@ func TestMutualTLSAndClientCertRotation(t *testing.T) {
 	defer srv.Close()
 
 	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	caFile := writeFile(t, filepath.Join(dir, "ca.pem"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.issue(t, "client-1", certFile, keyFile, 2)
 

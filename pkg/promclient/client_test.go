@@ -280,8 +280,7 @@ func TestErrors(t *testing.T) {
 				w.WriteHeader(tc.wantStatus)
 				io.WriteString(w, tc.body)
 			})
-			tokenFile := filepath.Join(t.TempDir(), "token")
-			writeFile(t, tokenFile, secret)
+			tokenFile := writeFile(t, filepath.Join(t.TempDir(), "token"), secret)
 			m := metrics.New()
 			c := optionsClient(t, f.URL, m, func(o *Options) { o.TokenFile = tokenFile })
 			_, err := c.QuerySamples(context.Background(), `rate(x{pod="a"}[1m])`, time.Time{})
@@ -599,11 +598,13 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
+// writeFile writes content to path and returns path.
+func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
 }
 
 // TestQueryResultsOutliveTheBodyBuffer checks that nothing decoded from an

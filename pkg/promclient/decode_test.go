@@ -746,6 +746,18 @@ func (w *answerWriter) str(s string) {
 	w.space()
 }
 
+// list writes elems between start and end, separated by commas.
+func (w *answerWriter) list(start, end string, elems []func()) {
+	w.tok(start)
+	for i, e := range elems {
+		if i > 0 {
+			w.tok(",")
+		}
+		e()
+	}
+	w.tok(end)
+}
+
 // key writes a member name, sometimes in another case.
 func (w *answerWriter) key(name string) {
 	if name != "" && w.r.IntN(8) == 0 {
@@ -917,16 +929,7 @@ func randomAnswer(seed uint64, raw []byte) (Samples, []byte) {
 				w.tok("}")
 			})
 		}
-		result = func() {
-			w.tok("[")
-			for i, s := range samples {
-				if i > 0 {
-					w.tok(",")
-				}
-				s()
-			}
-			w.tok("]")
-		}
+		result = func() { w.list("[", "]", samples) }
 	}
 
 	w.tok("{")
@@ -1003,25 +1006,9 @@ func quirkyAnswer(seed uint64) []byte {
 				members[i], members[j] = members[j], members[i]
 			}
 		})
-		w.tok("{")
-		for i, m := range members {
-			if i > 0 {
-				w.tok(",")
-			}
-			m()
-		}
-		w.tok("}")
+		w.list("{", "}", members)
 	}
-	array := func(elems ...func()) {
-		w.tok("[")
-		for i, e := range elems {
-			if i > 0 {
-				w.tok(",")
-			}
-			e()
-		}
-		w.tok("]")
-	}
+	array := func(elems ...func()) { w.list("[", "]", elems) }
 	strList := func() {
 		pick(func() { array(str("w"), str("x")) }, lit("null"), junk, func() { array(lit("null")) }, func() { array(lit("1")) })
 	}

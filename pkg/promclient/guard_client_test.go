@@ -179,7 +179,7 @@ func TestClientWaitingBound(t *testing.T) {
 		}()
 	}
 	<-arrived
-	pollUntil(t, func() bool {
+	promclient.WaitFor(t, func() bool {
 		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues("main", metrics.EndpointQuery)) == 1
 	})
 	rejected := m.PrometheusRejected.WithLabelValues("main", "too_many_waiting")
@@ -254,7 +254,7 @@ func TestClientWaitingBurst(t *testing.T) {
 		}()
 	}
 	<-arrived
-	pollUntil(t, func() bool {
+	promclient.WaitFor(t, func() bool {
 		return testutil.ToFloat64(m.CoalescedQueries.WithLabelValues("main", metrics.EndpointQuery)) == n-1
 	})
 	release()
@@ -265,19 +265,6 @@ func TestClientWaitingBurst(t *testing.T) {
 	}
 	if got := fake.Calls(promtest.Query); got != 1 {
 		t.Errorf("%d queries for the burst, want 1", got)
-	}
-}
-
-// pollUntil polls cond until it holds, failing after a generous bound
-// rather than hanging.
-func pollUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -332,7 +319,7 @@ func TestClientTeamBudget(t *testing.T) {
 			done <- err
 		}()
 	}
-	pollUntil(t, func() bool { return fake.Calls(promtest.Query) == calls+2 })
+	promclient.WaitFor(t, func() bool { return fake.Calls(promtest.Query) == calls+2 })
 	_, err = c.QuerySamples(teamA, "team_a_3", time.Time{})
 	var waiting *promclient.TooManyWaitingError
 	if !errors.As(err, &waiting) || !promclient.IsUnavailable(err) || waiting.Namespace != "team-a" || waiting.Limit != 2 ||

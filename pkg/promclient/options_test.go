@@ -136,10 +136,8 @@ func TestGuardFlags(t *testing.T) {
 
 func TestValidateReportsEveryBadFlag(t *testing.T) {
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty")
-	writeFile(t, empty, "  \n")
-	notPEM := filepath.Join(dir, "ca.pem")
-	writeFile(t, notPEM, "not a certificate")
+	empty := writeFile(t, filepath.Join(dir, "empty"), "  \n")
+	notPEM := writeFile(t, filepath.Join(dir, "ca.pem"), "not a certificate")
 	missing := filepath.Join(dir, "missing")
 
 	tests := []struct {
@@ -202,8 +200,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{
 			name: "token and basic auth together",
 			modify: func(o *Options) {
-				tok := filepath.Join(dir, "tok")
-				writeFile(t, tok, "t")
+				tok := writeFile(t, filepath.Join(dir, "tok"), "t")
 				o.TokenFile = tok
 				o.BasicAuthUsername = "u"
 				o.BasicAuthPasswordFile = tok
@@ -234,10 +231,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 
 func TestAuthHeaders(t *testing.T) {
 	dir := t.TempDir()
-	tok := filepath.Join(dir, "token")
-	writeFile(t, tok, "tok-1\n")
-	pw := filepath.Join(dir, "password")
-	writeFile(t, pw, "pw-1")
+	tok := writeFile(t, filepath.Join(dir, "token"), "tok-1\n")
+	pw := writeFile(t, filepath.Join(dir, "password"), "pw-1")
 
 	tests := []struct {
 		name   string
@@ -284,8 +279,7 @@ func TestAuthHeaders(t *testing.T) {
 
 func TestTokenRotation(t *testing.T) {
 	dir := t.TempDir()
-	tok := filepath.Join(dir, "token")
-	writeFile(t, tok, "old")
+	tok := writeFile(t, filepath.Join(dir, "token"), "old")
 	reject := ""
 	f := newFakeProm(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == reject {
@@ -427,10 +421,7 @@ func TestTimeoutDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			set, err := NewBackends(bs, metrics.New(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			set := newBackendSet(t, bs)
 			got := map[string]time.Duration{"default": set.Default().Timeout()}
 			for _, n := range set.Names() {
 				c, _ := set.Lookup(n)

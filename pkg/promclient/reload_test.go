@@ -14,15 +14,12 @@ import (
 // the changed and added ones, drops the removed ones, and its derived
 // views follow; a reload that cannot be built changes nothing.
 func TestBackendsReload(t *testing.T) {
-	s, err := NewBackends([]Backend{
+	s := newBackendSet(t, []Backend{
 		{URL: "http://prometheus:9090", Timeout: DefaultTimeout},
 		{Name: "thanos", URL: "http://thanos:10902", Timeout: DefaultTimeout},
 		{Name: "vm", URL: "http://vm:8428", Timeout: DefaultTimeout},
 		{Name: "old", URL: "http://old:9090", Timeout: DefaultTimeout},
-	}, metrics.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	def, thanos, vm := s.Default(), lookup(t, s, "thanos"), lookup(t, s, "vm")
 	view := s.WithTimeout(func(own time.Duration) time.Duration { return 3 * own })
 
@@ -67,10 +64,7 @@ func TestBackendsReload(t *testing.T) {
 
 // Lookups during reloads read one whole set or the other (run with -race).
 func TestBackendsReloadConcurrentLookups(t *testing.T) {
-	s, err := NewBackends([]Backend{{URL: "http://prometheus:9090", Timeout: DefaultTimeout}, {Name: "a", URL: "http://a:9090", Timeout: DefaultTimeout}}, metrics.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newBackendSet(t, []Backend{{URL: "http://prometheus:9090", Timeout: DefaultTimeout}, {Name: "a", URL: "http://a:9090", Timeout: DefaultTimeout}})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 4 {
@@ -96,6 +90,16 @@ func TestBackendsReloadConcurrentLookups(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// newBackendSet builds the set of backends (the first the default) or fails t.
+func newBackendSet(t *testing.T, backends []Backend) *Backends {
+	t.Helper()
+	s, err := NewBackends(backends, metrics.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func lookup(t *testing.T, s *Backends, name string) *Client {

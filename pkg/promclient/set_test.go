@@ -11,14 +11,11 @@ import (
 )
 
 func TestBackendsLookup(t *testing.T) {
-	s, err := NewBackends([]Backend{
+	s := newBackendSet(t, []Backend{
 		{URL: "http://prometheus:9090", Timeout: 3 * time.Second},
 		{Name: "thanos", URL: "http://thanos:10902", Timeout: DefaultTimeout},
 		{Name: "amp", URL: "http://amp:8080", Timeout: 20 * time.Second},
-	}, metrics.New(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if diff := cmp.Diff([]string{"amp", "thanos"}, s.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
