@@ -5,16 +5,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
 
-	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
@@ -39,13 +36,8 @@ externalRules:
 func TestDiscoveryPerBackend(t *testing.T) {
 	for _, strategy := range discovery.Strategies {
 		t.Run(strategy.String(), func(t *testing.T) {
-			def := promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")})
-			t.Cleanup(def.Close)
-			thanos := promtest.New([]model.LabelSet{
-				ls("__name__", "req_b", "namespace", "n", "pod", "p"),
-				ls("__name__", "queue_length", "queue", "q"),
-			})
-			t.Cleanup(thanos.Close)
+			def := newProm(t, req("a"))
+			thanos := newProm(t, req("b"), ls("__name__", "queue_length", "queue", "q"))
 			m := metrics.New()
 			d := newBackendsDiscoverer(t, strategy, m, def, thanos)
 			if err := d.RunOnce(context.Background()); err != nil {
@@ -68,7 +60,7 @@ external queue_length <- externalRules[0] (series "queue_length") []`, "X", x), 
 			for _, ep := range []string{promtest.Query, promtest.Series, promtest.Labels, promtest.LabelValues} {
 				thanos.Fail(ep, promtest.Failure{Status: http.StatusServiceUnavailable})
 			}
-			def.SetSeries([]model.LabelSet{ls("__name__", "req_c", "namespace", "n", "pod", "p")})
+			def.SetSeries([]model.LabelSet{req("c")})
 			if err := d.RunOnce(context.Background()); err == nil {
 				t.Fatal("no error for the backend down")
 			}
@@ -103,13 +95,7 @@ func TestDiscoveryBackendDownAtStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			servers := map[string]*promtest.Server{
-				"default": promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")}),
-				"thanos":  promtest.New([]model.LabelSet{ls("__name__", "req_b", "namespace", "n", "pod", "p")}),
-			}
-			for _, s := range servers {
-				t.Cleanup(s.Close)
-			}
+			servers := map[string]*promtest.Server{"default": newProm(t, req("a")), "thanos": newProm(t, req("b"))}
 			if s := servers[tt.down]; s != nil {
 				s.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusBadGateway})
 			}
@@ -129,9 +115,7 @@ func TestDiscoveryBackendDownAtStart(t *testing.T) {
 // such rules at load) fails its discovery and holds readiness back: that
 // is a bug, not an outage.
 func TestDiscoveryUnknownBackendNotReady(t *testing.T) {
-	def := promtest.New([]model.LabelSet{ls("__name__", "req_a", "namespace", "n", "pod", "p")})
-	t.Cleanup(def.Close)
-	d := newBackendsDiscoverer(t, discovery.StrategyLabels, metrics.New(), def, nil)
+	d := newBackendsDiscoverer(t, discovery.StrategyLabels, metrics.New(), newProm(t, req("a")), nil)
 	err := d.RunOnce(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `unknown backend "thanos"`) {
 		t.Errorf("RunOnce: %v, want the unknown backend named", err)
@@ -141,14 +125,8 @@ func TestDiscoveryUnknownBackendNotReady(t *testing.T) {
 	}
 }
 
-func newClient(t *testing.T, backend string, s *promtest.Server, m *metrics.Metrics) *promclient.Client {
-	t.Helper()
-	c, err := promclient.New(promclient.Config{Backend: backend, Address: s.URL, HTTPClient: s.Client(), Metrics: m, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+// req is a series of backendsConfig's rules: req_<x> of pod p in namespace n.
+func req(x string) model.LabelSet { return ls("__name__", "req_"+x, "namespace", "n", "pod", "p") }
 
 // newBackendsDiscoverer discovers backendsConfig with def as the default
 // backend and thanos (when not nil) as "thanos".
@@ -160,19 +138,9 @@ func newBackendsDiscoverer(t *testing.T, strategy discovery.Strategy, m *metrics
 	if thanos != nil {
 		backends["thanos"] = newClient(t, "thanos", thanos, m)
 	}
-	d, err := discovery.New(discovery.Options{
-		Backends: func(name string) (discovery.Prometheus, bool) {
-			p, ok := backends[name]
-			return p, ok
-		},
-		Rules:    ruletest.Compile(t, backendsConfig),
-		Interval: time.Minute,
-		Strategy: strategy,
-		Scoper:   discovery.MapperScoper{Mapper: kubemapper.New()},
-		Metrics:  m,
-	})
-	if err != nil {
-		t.Fatal(err)
+	lookup := func(name string) (discovery.Prometheus, bool) {
+		p, ok := backends[name]
+		return p, ok
 	}
-	return d
+	return newDiscoverer(t, options(lookup, ruletest.Compile(t, backendsConfig), strategy, m))
 }

@@ -13,204 +13,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
-	"go.uber.org/goleak"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	testingclock "k8s.io/utils/clock/testing"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
-	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/test/promtest"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
-
-const testConfig = `
-rules:
-- seriesQuery: '{__name__="pm_status",namespace!="",pod_name!="",state="active processes"}'
-  resources:
-    overrides:
-      namespace: {resource: namespace}
-      pod_name: {resource: pod}
-  name:
-    as: fpm_active_rate
-  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-- seriesQuery: '{__name__=~"^http_.*_total$",namespace!=""}'
-  resources:
-    template: <<.Resource>>
-  name:
-    matches: '^(.*)_total$'
-    as: '${1}_per_second'
-  metricsQuery: 'sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)'
-- seriesQuery: '{__name__=~"^http_.*_total$",namespace!=""}'
-  resources:
-    template: <<.Resource>>
-  name:
-    matches: '^http_(.*)_total$'
-    as: 'http_${1}'
-  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-- seriesQuery: '{__name__="node_load1"}'
-  resources:
-    overrides:
-      instance: {resource: node}
-  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'
-externalRules:
-- seriesQuery: '{__name__="queue_length",namespace!=""}'
-  resources:
-    overrides:
-      namespace: {resource: namespace}
-  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
-- seriesQuery: '{__name__="queue_age"}'
-  resources:
-    namespaced: false
-  metricsQuery: 'max(<<.Series>>{<<.LabelMatchers>>})'
-`
-
-func ls(kv ...string) model.LabelSet {
-	out := model.LabelSet{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
-	}
-	return out
-}
-
-// testSeries has several series per (metric, resource, namespace), labels
-// that map to no resource, and a series of each rule's metric.
-func testSeries() []model.LabelSet {
-	var out []model.LabelSet
-	for i := range 6 {
-		ns := fmt.Sprintf("ns%d", i%2)
-		pod := fmt.Sprintf("pod%d", i)
-		for _, state := range []string{"active processes", "total processes"} {
-			out = append(out, ls("__name__", "pm_status", "namespace", ns, "pod_name", pod, "state", state, "instance", "10.0.0."+pod))
-		}
-		for _, code := range []string{"200", "500"} {
-			out = append(out, ls("__name__", "http_requests_total", "namespace", ns, "pod", pod, "code", code, "service", "web"))
-		}
-	}
-	out = append(out,
-		ls("__name__", "http_errors_total", "namespace", "ns1", "deployment", "web", "job", "x"),
-		ls("__name__", "node_load1", "instance", "n1", "job", "node"),
-		ls("__name__", "node_load1", "instance", "n2", "job", "node"),
-		ls("__name__", "queue_length", "namespace", "q", "queue", "a"),
-		ls("__name__", "queue_length", "namespace", "q", "queue", "b"),
-		ls("__name__", "queue_age", "queue", "a"),
-	)
-	return out
-}
-
-type setup struct {
-	fake    *promtest.Server
-	disc    *discovery.Discoverer
-	metrics *metrics.Metrics
-	clock   *testingclock.FakeClock
-}
-
-func newSetup(t *testing.T, yml string, series []model.LabelSet, strategy discovery.Strategy) *setup {
-	t.Helper()
-	fake := promtest.New(series)
-	t.Cleanup(fake.Close)
-	m := metrics.New()
-	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: m, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	d, err := discovery.New(discovery.Options{
-		Backends: promclient.Single[discovery.Prometheus](client),
-		Rules:    ruletest.Compile(t, yml),
-		Interval: time.Minute,
-		MaxAge:   5 * time.Minute,
-		Strategy: strategy,
-		Scoper:   discovery.MapperScoper{Mapper: kubemapper.New()},
-		Clock:    clk,
-		Metrics:  m,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &setup{fake: fake, disc: d, metrics: m, clock: clk}
-}
-
-// started is a setup of the labels strategy over testConfig and
-// testSeries, running until the test ends, after its first discovery.
-func started(t *testing.T) (*setup, context.Context) {
-	t.Helper()
-	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
-	ctx := s.run(t)
-	waitFor(t, "first discovery", s.disc.Ready)
-	return s, ctx
-}
-
-// runOnce runs one discovery pass and fails the test on an error.
-func (s *setup) runOnce(t *testing.T) {
-	t.Helper()
-	if err := s.disc.RunOnce(context.Background()); err != nil {
-		t.Fatalf("RunOnce: %v", err)
-	}
-}
-
-// reference is what the series strategy discovers from testConfig over
-// testSeries: what every strategy must find.
-func reference(t *testing.T) []string {
-	t.Helper()
-	ref := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
-	ref.runOnce(t)
-	return dump(ref.disc.Index())
-}
-
-// passes returns the number of successful passes so far.
-func (s *setup) passes() float64 {
-	return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeSuccess))
-}
-
-// wantPasses fails the test unless want successful passes have run.
-func (s *setup) wantPasses(t *testing.T, want float64, when string) {
-	t.Helper()
-	if got := s.passes(); got != want {
-		t.Fatalf("%s: %v passes, want %v", when, got, want)
-	}
-}
-
-// run runs the Discoverer's loop until the test ends, with the context it
-// gets.
-func (s *setup) run(t *testing.T) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.disc.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return ctx
-}
-
-// dump renders everything an index answers, for comparisons.
-func dump(x *discovery.Index) []string {
-	var out []string
-	for _, info := range x.CustomMetrics() {
-		for _, c := range x.CustomCandidates(info.GroupResource, info.Namespaced, info.Metric) {
-			out = append(out, fmt.Sprintf("custom %s %s <- %s %v", info.String(), info.Metric, c.Entry, c.Namespaces))
-		}
-	}
-	for _, info := range x.ExternalMetrics() {
-		for _, c := range x.ExternalCandidates(info.Metric) {
-			out = append(out, fmt.Sprintf("external %s <- %s %v", info.Metric, c.Entry, c.Namespaces))
-		}
-	}
-	for _, c := range x.Conflicts() {
-		out = append(out, "conflict "+c.String())
-	}
-	return out
-}
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 func TestStrategiesGiveTheSameIndex(t *testing.T) {
 	series := testSeries()
@@ -340,33 +150,29 @@ func TestFailureKeepsLastGoodResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
-			ctx := context.Background()
 			s.runOnce(t)
-			pods := schema.GroupResource{Resource: "pods"}
-			if _, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate"); !ok {
+			if !s.serves(podsGR, "ns0", "fpm_active_rate") {
 				t.Fatal("fpm_active_rate not discovered")
 			}
 			// New data: pm_status fails, the node metric moves to n3.
 			s.fake.Fail(promtest.Query, tc.failure)
 			s.fake.SetSeries(append(testSeries()[:0:0], ls("__name__", "node_load1", "instance", "n3")))
-			err := s.disc.RunOnce(ctx)
-			if err == nil || !strings.Contains(err.Error(), "pm_status") {
+			if err := s.disc.RunOnce(context.Background()); err == nil || !strings.Contains(err.Error(), "pm_status") {
 				t.Fatalf("RunOnce error = %v, want one naming the failed seriesQuery", err)
 			}
-			x := s.disc.Index()
-			if _, ok := x.Custom(pods, "ns0", "fpm_active_rate"); !ok {
+			if !s.serves(podsGR, "ns0", "fpm_active_rate") {
 				t.Error("the failed rule lost its last good result")
 			}
-			if _, ok := x.Custom(pods, "ns0", "http_requests_per_second"); ok {
+			if s.serves(podsGR, "ns0", "http_requests_per_second") {
 				t.Error("the other rules kept stale results")
 			}
-			if _, ok := x.Custom(schema.GroupResource{Resource: "nodes"}, "", "node_load1"); !ok {
+			if !s.serves(nodesGR, "", "node_load1") {
 				t.Error("node_load1 lost")
 			}
 			if got := testutil.ToFloat64(s.metrics.DiscoveryFailures.WithLabelValues(metrics.APICustom, "rules[0]")); got != 1 {
 				t.Errorf("rule_failures_total{rules[0]} = %v, want 1", got)
 			}
-			if got := testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure)); got != 1 {
+			if got := s.failures(); got != 1 {
 				t.Errorf("runs_total{failure} = %v, want 1", got)
 			}
 			if !s.disc.Ready() {
@@ -380,10 +186,7 @@ func TestReadiness(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
 	s.fake.Fail(promtest.Query, promtest.Failure{Status: http.StatusBadGateway})
-	ctx := context.Background()
-	if err := s.disc.RunOnce(ctx); err == nil {
-		t.Fatal("RunOnce succeeded against a failing Prometheus")
-	}
+	s.runOnceFails(t, "RunOnce succeeded against a failing Prometheus")
 	if s.disc.Ready() {
 		t.Fatal("ready without a complete discovery")
 	}
@@ -459,9 +262,7 @@ func TestBadQueryCountsAsComplete(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategySeries)
 	s.fake.Fail(promtest.Series, promtest.Failure{Status: http.StatusBadRequest, Match: "queue_age"})
-	if err := s.disc.RunOnce(context.Background()); err == nil {
-		t.Fatal("no error for a rejected seriesQuery")
-	}
+	s.runOnceFails(t, "no error for a rejected seriesQuery")
 	if !s.disc.Ready() {
 		t.Error("a seriesQuery Prometheus rejects as invalid keeps the adapter unready forever")
 	}
@@ -473,14 +274,8 @@ func TestBadQueryCountsAsComplete(t *testing.T) {
 func TestRunLoop(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.disc.Run(ctx)
-	}()
-	nodes := schema.GroupResource{Resource: "nodes"}
-	waitFor(t, "first discovery", func() bool { return s.disc.Ready() })
+	s.run(t)
+	waitFor(t, "first discovery", s.disc.Ready)
 	passes := s.passes
 
 	// A tick relists.
@@ -488,8 +283,7 @@ func TestRunLoop(t *testing.T) {
 	waitFor(t, "ticker registered", func() bool { return s.clock.HasWaiters() })
 	s.clock.Step(time.Minute)
 	waitFor(t, "relist on tick", func() bool {
-		_, ok := s.disc.Index().Custom(nodes, "", "node_load1")
-		return ok && len(s.disc.Index().CustomMetrics()) == 1 // the pod metrics are gone
+		return s.serves(nodesGR, "", "node_load1") && len(s.disc.Index().CustomMetrics()) == 1 // the pod metrics are gone
 	})
 
 	// A new rule set relists without waiting for the ticker.
@@ -504,23 +298,7 @@ rules:
     as: load
   metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'
 `))
-	waitFor(t, "relist on SetRules", func() bool {
-		_, ok := s.disc.Index().Custom(nodes, "", "load")
-		return ok && passes() > before
-	})
-	cancel()
-	<-done
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "relist on SetRules", func() bool { return s.serves(nodesGR, "", "load") && passes() > before })
 }
 
 func TestNewValidates(t *testing.T) {
@@ -544,9 +322,7 @@ func TestRunRetriesUntilReady(t *testing.T) {
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyGrouped)
 	s.fake.Fail(promtest.Query, promtest.Failure{Status: http.StatusServiceUnavailable})
 	s.run(t)
-	failures := func() float64 {
-		return testutil.ToFloat64(s.metrics.DiscoveryRuns.WithLabelValues(metrics.OutcomeFailure))
-	}
+	failures := s.failures
 	waitFor(t, "first failed pass", func() bool { return failures() == 1 && s.clock.HasWaiters() })
 	if s.disc.Ready() {
 		t.Fatal("ready while Prometheus is down")
@@ -570,16 +346,12 @@ func TestRefresh(t *testing.T) {
 	t.Parallel()
 	s, ctx := started(t)
 	passes := s.passes
-	pods := schema.GroupResource{Resource: "pods"}
-	served := func() bool {
-		_, ok := s.disc.Index().Custom(pods, "ns0", "http_logins_per_second")
-		return ok
-	}
+	served := func() bool { return s.serves(podsGR, "ns0", "http_logins_per_second") }
 	const key = "custom pods true http_logins_per_second"
 	s.clock.Step(time.Second) // past the gap since the first pass
 
 	// A series of a new name appears: not served until a refresh.
-	s.fake.SetSeries(append(testSeries(), ls("__name__", "http_logins_total", "namespace", "ns0", "pod", "pod0")))
+	s.addLogins()
 	if served() {
 		t.Fatal("new metric served before any pass")
 	}
@@ -616,9 +388,7 @@ func TestRefresh(t *testing.T) {
 		t.Error("Refresh after the 4 s backoff returned false")
 	}
 	s.wantPasses(t, before+4, "after the 4 s backoff")
-	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 4 {
-		t.Errorf("promscaler_discovery_refreshes_total = %v, want 4", got)
-	}
+	s.wantRefreshes(t, 4)
 }
 
 // TestRefreshList: listing every metric shows a series that appeared since
@@ -634,7 +404,7 @@ func TestRefreshList(t *testing.T) {
 			return m.Metric == "http_logins_per_second"
 		})
 	}
-	s.fake.SetSeries(append(testSeries(), ls("__name__", "http_logins_total", "namespace", "ns0", "pod", "pod0")))
+	s.addLogins()
 	before := passes()
 
 	// 1 s after the first pass: no pass, the listing is as it was.
@@ -666,9 +436,7 @@ func TestRefreshList(t *testing.T) {
 	}
 	wg.Wait()
 	s.wantPasses(t, before+2, "after 20 listings at once")
-	if got := testutil.ToFloat64(s.metrics.DiscoveryRefreshes); got != 2 {
-		t.Errorf("promscaler_discovery_refreshes_total = %v, want 2", got)
-	}
+	s.wantRefreshes(t, 2)
 }
 
 // TestRefreshBudget: passes asked for on demand are at most six per relist
@@ -714,16 +482,12 @@ func TestRefreshBudget(t *testing.T) {
 // after a 15 s outage), until the answers have been empty for the max age.
 func TestEmptiedBackendKeepsLastGood(t *testing.T) {
 	t.Parallel()
-	pods := schema.GroupResource{Resource: "pods"}
 	for _, strategy := range discovery.Strategies {
 		t.Run(strategy.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, testConfig, testSeries(), strategy)
 			s.runOnce(t)
-			known := func() bool {
-				_, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate")
-				return ok
-			}
+			known := func() bool { return s.serves(podsGR, "ns0", "fpm_active_rate") }
 			if !known() {
 				t.Fatal("fpm_active_rate not discovered")
 			}
@@ -777,28 +541,29 @@ func TestRefreshListStuckPass(t *testing.T) {
 	}
 	waitFor(t, "the listing's timer", func() bool { return s.clock.Waiters() > idle })
 	s.clock.Step(300 * time.Millisecond)
-	select {
-	case got := <-first:
-		if got {
-			t.Error("RefreshList returned true for a pass that has not published")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("RefreshList still waits for a pass running 300 ms (stuck after 250 ms)")
-	}
+	wantFalse(t, first, "RefreshList returned true for a pass that has not published",
+		"RefreshList still waits for a pass running 300 ms (stuck after 250 ms)")
 
 	later := make(chan bool, 1)
 	go func() { later <- s.disc.RefreshList(ctx) }()
-	select {
-	case got := <-later:
-		if got {
-			t.Error("RefreshList returned true for a stuck pass")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a listing during a stuck pass waits for it")
-	}
+	wantFalse(t, later, "RefreshList returned true for a stuck pass", "a listing during a stuck pass waits for it")
 
 	// Once the backend answers, the pass publishes and the next listing
 	// 5 s later waits for its own pass again.
 	release()
 	waitFor(t, "the stuck pass to publish", func() bool { return !s.disc.RefreshList(ctx) && s.passes() > 0 })
+}
+
+// wantFalse fails the test with ifTrue when ch gives true, and with
+// ifTimeout when it gives nothing within 5 s.
+func wantFalse(t *testing.T, ch <-chan bool, ifTrue, ifTimeout string) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got {
+			t.Error(ifTrue)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(ifTimeout)
+	}
 }

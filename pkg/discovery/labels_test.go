@@ -7,14 +7,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/model"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
 	"github.com/promscaler/promscaler/pkg/discovery"
 	"github.com/promscaler/promscaler/pkg/promclient"
@@ -138,23 +135,13 @@ func randomSeries(r *rand.Rand) []model.LabelSet {
 // strategy: for random series, the index it builds is the series strategy's.
 func TestLabelsStrategyMatchesSeries(t *testing.T) {
 	t.Parallel()
-	fake := promtest.New(nil)
-	t.Cleanup(fake.Close)
+	fake := newProm(t)
 	t.Cleanup(fake.Client().CloseIdleConnections)
-	client, err := promclient.New(promclient.Config{Address: fake.URL, HTTPClient: fake.Client(), Metrics: metrics.New(), Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := newClient(t, "", fake, metrics.New())
 	rules := ruletest.Compile(t, diffConfig)
 	run := func(st discovery.Strategy) []string {
 		t.Helper()
-		d, err := discovery.New(discovery.Options{
-			Backends: promclient.Single[discovery.Prometheus](client), Rules: rules, Interval: time.Minute, Strategy: st,
-			Scoper: discovery.MapperScoper{Mapper: kubemapper.New()}, Metrics: metrics.New(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := newDiscoverer(t, options(promclient.Single[discovery.Prometheus](client), rules, st, metrics.New()))
 		if err := d.RunOnce(context.Background()); err != nil {
 			t.Fatalf("%s: %v", st, err)
 		}
@@ -267,8 +254,7 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 			if got := s.fake.Calls(promtest.Series); got != tc.wantSeries {
 				t.Errorf("%d series lists over two passes, want %d", got, tc.wantSeries)
 			}
-			pods := schema.GroupResource{Resource: "pods"}
-			if _, ok := s.disc.Index().Custom(pods, "ns0", "fpm_active_rate"); !ok {
+			if !s.serves(podsGR, "ns0", "fpm_active_rate") {
 				t.Error("fpm_active_rate lost")
 			}
 		})
@@ -281,14 +267,11 @@ func TestLabelsStrategyFallbackAndFailures(t *testing.T) {
 func TestLabelsStrategyReloadKeepsLastGood(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testConfig, testSeries(), discovery.StrategyLabels)
-	ctx := context.Background()
 	s.runOnce(t)
 	want := dump(s.disc.Index())
 	s.disc.SetRules(ruletest.Compile(t, testConfig))
 	s.fake.Fail(promtest.LabelValues, promtest.Failure{Status: http.StatusServiceUnavailable})
-	if err := s.disc.RunOnce(ctx); err == nil {
-		t.Fatal("RunOnce succeeded against a failing Prometheus")
-	}
+	s.runOnceFails(t, "RunOnce succeeded against a failing Prometheus")
 	if diff := cmp.Diff(want, dump(s.disc.Index())); diff != "" {
 		t.Errorf("index after a reload and a failed relist (-before +after):\n%s", diff)
 	}

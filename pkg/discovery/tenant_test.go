@@ -24,19 +24,7 @@ externalRules:
 - seriesQuery: '{__name__=~"^.*_total$"}'
   resources: {template: <<.Resource>>, namespaced: false}
 `
-	cluster := ruletest.Compile(t, ruleList)
-	e, err := tenancy.New(tenancy.DefaultLabel, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	team, err := ruletest.Compile(t, ruleList).ConfineTo(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	both, err := rules.Merge([]*rules.RuleSet{cluster, team}) // the team's rules last: winners
-	if err != nil {
-		t.Fatal(err)
-	}
+	both := withTeamRules(t, ruleList)
 	cw, tc := both.CustomRules()[0], both.CustomRules()[1]
 	cx, tx := both.ExternalRules()[0], both.ExternalRules()[1]
 	series := []rules.Series{
@@ -113,18 +101,7 @@ rules:
 - seriesQuery: '{__name__=~"^.*_total$"}'
   resources: {template: <<.Resource>>}
 `
-	e, err := tenancy.New(tenancy.DefaultLabel, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	team, err := ruletest.Compile(t, ruleList).ConfineTo(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	both, err := rules.Merge([]*rules.RuleSet{ruletest.Compile(t, ruleList), team}) // the team's rule last: the winner
-	if err != nil {
-		t.Fatal(err)
-	}
+	both := withTeamRules(t, ruleList)
 	cluster, tr := both.CustomRules()[0], both.CustomRules()[1]
 	var three []rules.Series
 	for _, name := range []string{"x_total", "y_total", "z_total", "z_total"} {
@@ -167,4 +144,23 @@ rules:
 			}
 		})
 	}
+}
+
+// withTeamRules is ruleList cluster-wide followed by ruleList as a team's
+// rules, confined to namespace a: the team's rules come last, the winners.
+func withTeamRules(t *testing.T, ruleList string) *rules.RuleSet {
+	t.Helper()
+	e, err := tenancy.New(tenancy.DefaultLabel, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := ruletest.Compile(t, ruleList).ConfineTo(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := rules.Merge([]*rules.RuleSet{ruletest.Compile(t, ruleList), team})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return both
 }

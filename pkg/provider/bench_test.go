@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/discovery"
@@ -26,8 +25,6 @@ import (
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/rules"
 )
-
-var fpmInfo = cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
 
 // benchSelectorRequest measures the HPA's Pods-metric request (`pods/*`
 // with a label selector) over n pods, through the real Prometheus client

@@ -591,7 +591,7 @@ func checkNoLeak(t *testing.T, msg string) {
 func TestNotFoundNamesNoOtherNamespace(t *testing.T) {
 	e := newEnv(t, envOptions{fpmNamespaces: []string{"tenant-secret"}})
 	_, errCustom := e.prov.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "tenant1", Name: "web-1"},
-		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+		fpmInfo, labels.Everything())
 	checkAPIError(t, errCustom, http.StatusNotFound, "for pods web-1: Prometheus returned no sample with a finite value for it (rules[0])")
 	for _, other := range []string{"shop", "blog", "tenant-secret"} {
 		if strings.Contains(errCustom.Error(), other) {
@@ -611,8 +611,7 @@ func TestLimitsLeaveRealUseInside(t *testing.T) {
 	}
 	objs.Add(podsGR, pods...)
 	e := newEnv(t, envOptions{objects: objs, answer: always(http.StatusOK, vector(sample{map[string]string{"pod_name": pods[7].Name}, "1", 1764493200}))})
-	info := cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
-	list, err := e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), info, labels.Everything())
+	list, err := e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), fpmInfo, labels.Everything())
 	if err != nil {
 		t.Fatalf("pods/* over 5,000 pods: %v", err)
 	}
@@ -629,10 +628,10 @@ func TestLimitsLeaveRealUseInside(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("p%d", i)
 	}
-	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), info,
+	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"), fpmInfo,
 		mustSelector(t, "pod_name in ("+strings.Join(many, ",")+")"))
 	checkAPIError(t, err, http.StatusBadRequest, "metricLabelSelector: requirement on \"pod_name\" has 1001 values, more than the limit of 1000")
-	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app in ("+strings.Join(many, ",")+")"), info, labels.Everything())
+	_, err = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app in ("+strings.Join(many, ",")+")"), fpmInfo, labels.Everything())
 	checkAPIError(t, err, http.StatusBadRequest, "labelSelector: requirement on \"app\" has 1001 values")
 	_, err = e.prov.GetExternalMetric(context.Background(), "shop", mustSelector(t, "queue in ("+strings.Join(many, ",")+")"),
 		cmprovider.ExternalMetricInfo{Metric: "rabbitmq_queue_length"})

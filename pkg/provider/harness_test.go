@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/internal/metrics"
@@ -41,6 +42,9 @@ var (
 	clusterQueuesGR = schema.GroupResource{Group: "kueue.x-k8s.io", Resource: "clusterqueues"}
 	deploymentsGR   = schema.GroupResource{Group: "apps", Resource: "deployments"}
 )
+
+// fpmInfo is the seed rule's metric of pods.
+var fpmInfo = cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
 
 // fixedNow is the fake clock's time, stamped on defaultValue answers.
 var fixedNow = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)

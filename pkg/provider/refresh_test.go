@@ -70,7 +70,7 @@ func TestRefreshOnMiss(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web-1"},
-				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, nil)
+				fpmInfo, nil)
 			checkAPIError(t, err, tc.wantCode, "no rule discovered it")
 			if diff := cmp.Diff([]string{"custom pods true fpm_active_rate"}, keys); diff != "" {
 				t.Errorf("Refresh keys (-want +got):\n%s", diff)
@@ -114,7 +114,7 @@ func TestRefreshList(t *testing.T) {
 	// The last relist saw only node_load1 and cloud_sqs_messages.
 	current.Store(discovery.BuildIndex([]discovery.RuleSeries{all[1], all[6]}, opts))
 	custom := p.ListAllMetrics()
-	if !slices.Contains(custom, cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}) {
+	if !slices.Contains(custom, fpmInfo) {
 		t.Errorf("ListAllMetrics after the refresh = %v, want fpm_active_rate for pods listed", custom)
 	}
 	current.Store(discovery.BuildIndex([]discovery.RuleSeries{all[1], all[6]}, opts))

@@ -48,7 +48,7 @@ func TestQueryLengthDoesNotGrowWithObjects(t *testing.T) {
 			objs, answer := bigNamespace(n)
 			e := newEnv(t, envOptions{answer: answer, objects: objs, fpmNamespaces: []string{"big"}})
 			got, err := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=worker"),
-				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+				fpmInfo, labels.Everything())
 			if err != nil {
 				t.Fatalf("GetMetricBySelector: %v", err)
 			}
@@ -100,7 +100,7 @@ func TestConcurrentIdenticalRequestsSendOneQuery(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			results[i], errs[i] = e.prov.GetMetricBySelector(context.Background(), "shop", mustSelector(t, "app=web"),
-				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+				fpmInfo, labels.Everything())
 		}()
 	}
 	<-arrived
@@ -138,7 +138,7 @@ func TestHangingPrometheusFailsWithinTimeout(t *testing.T) {
 	_, release := e.prom.hold(10)
 	defer release()
 	_, err := e.prov.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web-1"},
-		cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+		fpmInfo, labels.Everything())
 	checkAPIError(t, err, http.StatusServiceUnavailable, "Prometheus did not answer (timeout; request id ")
 }
 
@@ -182,7 +182,7 @@ func TestLongNamesSwitchToAllObjects(t *testing.T) {
 			e := newEnv(t, envOptions{answer: always(http.StatusOK, vector(samples...)), objects: objs,
 				fpmNamespaces: []string{"big"}, maxBytes: tc.maxBytes})
 			got, err := e.prov.GetMetricBySelector(context.Background(), "big", mustSelector(t, "app=long"),
-				cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}, labels.Everything())
+				fpmInfo, labels.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}

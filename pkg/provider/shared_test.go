@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	clocktesting "k8s.io/utils/clock/testing"
-	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/promscaler/promscaler/pkg/provider"
 	"github.com/promscaler/promscaler/pkg/provider/fake"
@@ -31,24 +30,53 @@ type sharedWorld struct {
 	mu     sync.Mutex
 	values map[string]map[string]string // namespace -> pod -> value
 	late   map[string]map[string]string
+	objs   *fake.Objects
+	nss    []string // ns0..ns<n-1>
 }
 
 var nsMatcher = regexp.MustCompile(`namespace="([^"]+)"`)
 
-func newSharedWorld(n int) (*sharedWorld, *fake.Objects) {
-	w := &sharedWorld{values: map[string]map[string]string{}, late: map[string]map[string]string{}}
-	objs := fake.NewObjects()
+func newSharedWorld(n int) *sharedWorld {
+	w := &sharedWorld{values: map[string]map[string]string{}, late: map[string]map[string]string{}, objs: fake.NewObjects()}
 	for i := range n {
 		ns := fmt.Sprintf("ns%d", i)
+		w.nss = append(w.nss, ns)
 		w.values[ns] = map[string]string{}
 		for j := range 3 {
 			pod := fmt.Sprintf("p-%d", j)
 			w.values[ns][pod] = fmt.Sprintf("%d.%d", i, j)
-			objs.Add(podsGR, fake.Object{Namespace: ns, Name: pod, Labels: map[string]string{"app": "web"}})
+			w.objs.Add(podsGR, fake.Object{Namespace: ns, Name: pod, Labels: map[string]string{"app": "web"}})
 		}
-		objs.Add(podsGR, fake.Object{Namespace: ns, Name: "p-new", Labels: map[string]string{"app": "web"}})
+		w.objs.Add(podsGR, fake.Object{Namespace: ns, Name: "p-new", Labels: map[string]string{"app": "web"}})
 	}
-	return w, objs
+	return w
+}
+
+// env is a provider over the world's objects, discovery having found the
+// seed rule's series in each of its namespaces, answered by w.answer
+// unless o.answer is set.
+func (w *sharedWorld) env(t *testing.T, o envOptions) *env {
+	t.Helper()
+	if o.answer == nil {
+		o.answer = w.answer
+	}
+	o.objects, o.fpmNamespaces = w.objs, w.nss
+	return newEnv(t, o)
+}
+
+// update runs change under the world's lock.
+func (w *sharedWorld) update(change func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	change()
+}
+
+// wantValues is what namespace ns<i> answers, as newSharedWorld fills it.
+func wantValues(i int) []string {
+	if i == 0 {
+		return []string{"p-0=0", "p-1=100m", "p-2=200m"}
+	}
+	return []string{fmt.Sprintf("p-0=%d", i), fmt.Sprintf("p-1=%d100m", i), fmt.Sprintf("p-2=%d200m", i)}
 }
 
 func (w *sharedWorld) answer(q string) (int, string) {
@@ -78,8 +106,7 @@ func (w *sharedWorld) answer(q string) (int, string) {
 // values returns what GetMetricBySelector answers for namespace: pod=value.
 func values(t *testing.T, e *env, namespace string) []string {
 	t.Helper()
-	info := cmprovider.CustomMetricInfo{GroupResource: podsGR, Namespaced: true, Metric: "fpm_active_rate"}
-	list, err := e.prov.GetMetricBySelector(context.Background(), namespace, mustSelector(t, "app=web"), info, labels.Everything())
+	list, err := e.prov.GetMetricBySelector(context.Background(), namespace, mustSelector(t, "app=web"), fpmInfo, labels.Everything())
 	if err != nil {
 		t.Fatalf("GetMetricBySelector(%s): %v", namespace, err)
 	}
@@ -106,10 +133,9 @@ func countShared(queries []string) (shared, perRequest int) {
 }
 
 func TestSharedEvaluation(t *testing.T) {
-	w, objs := newSharedWorld(6)
+	w := newSharedWorld(6)
 	clock := clocktesting.NewFakeClock(fixedNow)
-	e := newEnv(t, envOptions{answer: w.answer, objects: objs, clock: clock,
-		fpmNamespaces: []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}})
+	e := w.env(t, envOptions{clock: clock})
 	// Values are milli-quantities of "i.j": the same both ways.
 	for i := range 6 {
 		w.values[fmt.Sprintf("ns%d", i)] = map[string]string{"p-0": fmt.Sprint(i), "p-1": fmt.Sprintf("%d.1", i), "p-2": fmt.Sprintf("%d.2", i)}
@@ -117,11 +143,7 @@ func TestSharedEvaluation(t *testing.T) {
 	check := func(step string, ns int, wantShared, wantPerRequest int) {
 		t.Helper()
 		got := values(t, e, fmt.Sprintf("ns%d", ns))
-		wantValues := []string{fmt.Sprintf("p-0=%d", ns), fmt.Sprintf("p-1=%d100m", ns), fmt.Sprintf("p-2=%d200m", ns)}
-		if ns == 0 {
-			wantValues = []string{"p-0=0", "p-1=100m", "p-2=200m"}
-		}
-		if diff := cmp.Diff(wantValues, got); diff != "" {
+		if diff := cmp.Diff(wantValues(ns), got); diff != "" {
 			t.Errorf("%s: values of ns%d (-want +got):\n%s", step, ns, diff)
 		}
 		s, p := countShared(e.prom.sent())
@@ -140,18 +162,14 @@ func TestSharedEvaluation(t *testing.T) {
 		t.Errorf("the missing object's query = %s, want one naming only p-new in ns3", q)
 	}
 	// A late series: its pod is answered at once, from the per-request query.
-	w.mu.Lock()
-	w.late["ns4"] = map[string]string{"p-new": "7"}
-	w.mu.Unlock()
+	w.update(func() { w.late["ns4"] = map[string]string{"p-new": "7"} })
 	got := values(t, e, "ns4")
 	if diff := cmp.Diff([]string{"p-0=4", "p-1=4100m", "p-2=4200m", "p-new=7"}, got); diff != "" {
 		t.Errorf("late series (-want +got):\n%s", diff)
 	}
 	// Within MaxAge the shared answer stands, changed data or not; a
 	// lead before it expires, it is refreshed in the background.
-	w.mu.Lock()
-	w.values["ns5"]["p-0"] = "9"
-	w.mu.Unlock()
+	w.update(func() { w.values["ns5"]["p-0"] = "9" })
 	clock.SetTime(fixedNow.Add(provider.DefaultSharedMaxAge - refreshLead - time.Millisecond))
 	if got := values(t, e, "ns5")[0]; got != "p-0=5" {
 		t.Errorf("before the refresh: p-0 = %s, want the shared answer's p-0=5", got)
@@ -165,9 +183,7 @@ func TestSharedEvaluation(t *testing.T) {
 	// Nobody asks for more than two periods: the refreshes stop, and an
 	// expired answer is never served.
 	clock.SetTime(fixedNow.Add(4 * provider.DefaultSharedMaxAge))
-	w.mu.Lock()
-	w.values["ns5"]["p-0"] = "11"
-	w.mu.Unlock()
+	w.update(func() { w.values["ns5"]["p-0"] = "11" })
 	if got := values(t, e, "ns5")[0]; got != "p-0=11" {
 		t.Errorf("past MaxAge: p-0 = %s, want the new p-0=11", got)
 	}
@@ -184,25 +200,29 @@ const refreshLead = provider.DefaultSharedMaxAge / 10
 // query (the refresh runs in its own goroutine).
 func waitShared(t *testing.T, e *env, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !eventually(func() bool { s, _ := countShared(e.prom.sent()); return s >= n }) {
 		s, _ := countShared(e.prom.sent())
-		if s >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d shared queries sent, want %d:\n%s", s, n, strings.Join(e.prom.sent(), "\n"))
-		}
-		time.Sleep(time.Millisecond)
+		t.Fatalf("%d shared queries sent, want %d:\n%s", s, n, strings.Join(e.prom.sent(), "\n"))
 	}
+}
+
+// eventually polls cond every millisecond and reports whether it held
+// within 10 s.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // A request arriving while the refresh ahead of expiry is running reads
 // the answer in service: it never waits for the grouped query. Periods of
 // requests keep the refreshes going, one shared query per refresh.
 func TestSharedEvaluationRefreshAhead(t *testing.T) {
-	w, objs := newSharedWorld(6)
-	nss := []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}
+	w := newSharedWorld(6)
+	nss := w.nss
 	gate := make(chan struct{})
 	var blocking atomic.Bool
 	answer := func(q string) (int, string) {
@@ -212,7 +232,7 @@ func TestSharedEvaluationRefreshAhead(t *testing.T) {
 		return w.answer(q)
 	}
 	clock := clocktesting.NewFakeClock(fixedNow)
-	e := newEnv(t, envOptions{answer: answer, objects: objs, clock: clock, fpmNamespaces: nss})
+	e := w.env(t, envOptions{answer: answer, clock: clock})
 	for _, ns := range nss[:3] { // sharing starts
 		values(t, e, ns)
 	}
@@ -260,12 +280,8 @@ func waitArrived(t *testing.T, e *env, n int) { waitShared(t, e, n) }
 // ran has published its answer.
 func waitArmed(t *testing.T, clock *clocktesting.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clock.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("no refresh armed after the shared evaluation")
-		}
-		time.Sleep(time.Millisecond)
+	if !eventually(clock.HasWaiters) {
+		t.Fatal("no refresh armed after the shared evaluation")
 	}
 }
 
@@ -284,7 +300,7 @@ func TestSharedEvaluationFallbacks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, objs := newSharedWorld(6)
+			w := newSharedWorld(6)
 			answer := w.answer
 			if tt.failShared {
 				answer = func(q string) (int, string) {
@@ -294,16 +310,10 @@ func TestSharedEvaluationFallbacks(t *testing.T) {
 					return w.answer(q)
 				}
 			}
-			e := newEnv(t, envOptions{answer: answer, objects: objs, shared: tt.shared,
-				fpmNamespaces: []string{"ns0", "ns1", "ns2", "ns3", "ns4", "ns5"}})
-			for i := range 6 {
-				ns := fmt.Sprintf("ns%d", i)
+			e := w.env(t, envOptions{answer: answer, shared: tt.shared})
+			for i, ns := range w.nss {
 				got := values(t, e, ns)
-				want := []string{fmt.Sprintf("p-0=%d", i), fmt.Sprintf("p-1=%d100m", i), fmt.Sprintf("p-2=%d200m", i)}
-				if i == 0 {
-					want = []string{"p-0=0", "p-1=100m", "p-2=200m"}
-				}
-				if diff := cmp.Diff(want, got); diff != "" {
+				if diff := cmp.Diff(wantValues(i), got); diff != "" {
 					t.Errorf("values of %s (-want +got):\n%s", ns, diff)
 				}
 			}
@@ -318,12 +328,9 @@ func TestSharedEvaluationFallbacks(t *testing.T) {
 // -race).
 func TestSharedEvaluationConcurrent(t *testing.T) {
 	const n = 40
-	w, objs := newSharedWorld(n)
-	var nss []string
-	for i := range n {
-		nss = append(nss, fmt.Sprintf("ns%d", i))
-	}
-	e := newEnv(t, envOptions{answer: w.answer, objects: objs, fpmNamespaces: nss})
+	w := newSharedWorld(n)
+	nss := w.nss
+	e := w.env(t, envOptions{})
 	for i := range 3 { // start sharing
 		values(t, e, nss[i])
 	}

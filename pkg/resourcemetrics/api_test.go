@@ -112,36 +112,65 @@ func newPromClient(t testing.TB, answer func(query string) (int, string)) *promc
 	return c
 }
 
-// newServer builds a generic API server (no authentication or
-// authorization, not listening) with the OpenAPI configuration
-// SetOpenAPIConfig gives an adapter, and installs the API on it.
+// newServer serves testConfig's metrics of objs from q: see serve.
 func newServer(t testing.TB, objs *fakeObjects, q promclient.SampleQuerier) http.Handler {
 	t.Helper()
-	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](q)})
-	if err != nil {
-		t.Fatalf("NewSource: %v", err)
-	}
-	api, err := resourcemetrics.New(resourcemetrics.Config{Pods: objs, Nodes: objs, PodMetrics: src, NodeMetrics: src})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	return serve(t, objs, sourceConfig(t, q))
+}
+
+// testServer serves the metrics of testCluster.
+func testServer(t testing.TB) http.Handler {
+	t.Helper()
+	objs, fp := testCluster()
+	return newServer(t, objs, fp.client(t))
+}
+
+// serve installs the API over objs and a Source of cfg on a new generic
+// API server (see newGenericServer) and returns its handler.
+func serve(t testing.TB, objs *fakeObjects, cfg resourcemetrics.SourceConfig) http.Handler {
+	t.Helper()
 	gs := newGenericServer(t)
-	if err := api.Install(gs); err != nil {
+	if err := newAPI(t, objs, cfg).Install(gs); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	return gs.Handler
 }
 
-func newGenericServer(t testing.TB) *genericapiserver.GenericAPIServer {
+// newAPI is the API over objs and a Source of cfg.
+func newAPI(t testing.TB, objs *fakeObjects, cfg resourcemetrics.SourceConfig) *resourcemetrics.API {
 	t.Helper()
-	cfg := genericapiserver.NewConfig(resourcemetrics.Codecs)
+	src := mustSource(t, cfg)
+	api, err := resourcemetrics.New(resourcemetrics.Config{Pods: objs, Nodes: objs, PodMetrics: src, NodeMetrics: src})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return api
+}
+
+// genericConfig configures a generic API server (no authentication or
+// authorization, not listening); base holds the OpenAPI configuration
+// SetOpenAPIConfig gives an adapter of that name, not yet in cfg.
+func genericConfig(name string) (cfg *genericapiserver.Config, base *basecmd.AdapterBase) {
+	cfg = genericapiserver.NewConfig(resourcemetrics.Codecs)
 	cfg.LoopbackClientConfig = &rest.Config{}
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	cfg.ExternalAddress = "127.0.0.1:443"
-	base := &basecmd.AdapterBase{Name: "test-adapter"}
+	base = &basecmd.AdapterBase{Name: name}
 	resourcemetrics.SetOpenAPIConfig(base)
+	return cfg, base
+}
+
+// newGenericServer builds a generic API server with the OpenAPI
+// configuration SetOpenAPIConfig gives an adapter.
+func newGenericServer(t testing.TB) *genericapiserver.GenericAPIServer {
+	t.Helper()
+	cfg, base := genericConfig("test-adapter")
 	cfg.OpenAPIConfig, cfg.OpenAPIV3Config = base.OpenAPIConfig, base.OpenAPIV3Config
+	return completeServer(t, cfg)
+}
+
+func completeServer(t testing.TB, cfg *genericapiserver.Config) *genericapiserver.GenericAPIServer {
+	t.Helper()
 	gs, err := cfg.Complete(nil).New("test", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		t.Fatalf("building the generic API server: %v", err)
@@ -159,6 +188,20 @@ func do(t testing.TB, h http.Handler, path, accept string) (int, []byte) {
 	h.ServeHTTP(rec, req)
 	body, _ := io.ReadAll(rec.Result().Body)
 	return rec.Code, body
+}
+
+// getJSON GETs path (as accept, when not empty), fails the test unless the
+// answer is a 200 that decodes into v, and returns the body.
+func getJSON(t *testing.T, h http.Handler, path, accept string, v any) []byte {
+	t.Helper()
+	code, body := do(t, h, path, accept)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, code, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("decoding GET %s: %v\n%s", path, err, body)
+	}
+	return body
 }
 
 // testCluster is two namespaces of pods and two nodes, with samples for
@@ -241,16 +284,8 @@ func podNames(t *testing.T, body []byte) []string {
 }
 
 func TestAPIGetPod(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
-	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "")
-	if code != http.StatusOK {
-		t.Fatalf("GET pod metrics: %d %s", code, body)
-	}
 	var pm wirePodMetrics
-	if err := json.Unmarshal(body, &pm); err != nil {
-		t.Fatalf("decoding PodMetrics: %v", err)
-	}
+	body := getJSON(t, testServer(t), "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-1", "", &pm)
 	got := []string{pm.Kind, pm.APIVersion, pm.Metadata.Namespace + "/" + pm.Metadata.Name, pm.Timestamp, pm.Window}
 	for _, c := range pm.Containers {
 		got = append(got, fmt.Sprintf("%s cpu=%s memory=%s", c.Name, c.Usage["cpu"], c.Usage["memory"]))
@@ -266,8 +301,7 @@ func TestAPIGetPod(t *testing.T) {
 }
 
 func TestAPIListPods(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
+	h := testServer(t)
 	tests := []struct {
 		name string
 		path string
@@ -295,19 +329,12 @@ func TestAPIListPods(t *testing.T) {
 }
 
 func TestAPINodes(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
-	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/nodes", "")
-	if code != http.StatusOK {
-		t.Fatalf("list nodes: %d %s", code, body)
-	}
+	h := testServer(t)
 	var list struct {
 		Kind  string            `json:"kind"`
 		Items []wireNodeMetrics `json:"items"`
 	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		t.Fatalf("decoding NodeMetricsList: %v", err)
-	}
+	getJSON(t, h, "/apis/metrics.k8s.io/v1beta1/nodes", "", &list)
 	var got []string
 	for _, n := range list.Items {
 		got = append(got, fmt.Sprintf("%s %s %s cpu=%s memory=%s", n.Metadata.Name, n.Timestamp, n.Window, n.Usage["cpu"], n.Usage["memory"]))
@@ -316,7 +343,7 @@ func TestAPINodes(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" || list.Kind != "NodeMetricsList" {
 		t.Errorf("kind %q, nodes (-want +got):\n%s", list.Kind, diff)
 	}
-	code, body = do(t, h, "/apis/metrics.k8s.io/v1beta1/nodes/node-b", "")
+	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/nodes/node-b", "")
 	var one wireNodeMetrics
 	if code != http.StatusOK || json.Unmarshal(body, &one) != nil || one.Usage["cpu"] != "750m" {
 		t.Errorf("GET node-b: %d %s", code, body)
@@ -328,8 +355,7 @@ func TestAPINodes(t *testing.T) {
 }
 
 func TestAPIErrors(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
+	h := testServer(t)
 	tests := []struct {
 		name     string
 		path     string
@@ -395,16 +421,8 @@ func TestAPICacheNotSynced(t *testing.T) {
 }
 
 func TestAPITable(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
-	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "application/json;as=Table;v=v1;g=meta.k8s.io")
-	if code != http.StatusOK {
-		t.Fatalf("table: %d %s", code, body)
-	}
 	var table metav1.Table
-	if err := json.Unmarshal(body, &table); err != nil {
-		t.Fatalf("decoding table: %v", err)
-	}
+	getJSON(t, testServer(t), "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods", "application/json;as=Table;v=v1;g=meta.k8s.io", &table)
 	var cols []string
 	for _, c := range table.ColumnDefinitions {
 		cols = append(cols, c.Name)
@@ -424,16 +442,8 @@ func TestAPITable(t *testing.T) {
 }
 
 func TestAPIDiscovery(t *testing.T) {
-	objs, fp := testCluster()
-	h := newServer(t, objs, fp.client(t))
-	code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1", "")
-	if code != http.StatusOK {
-		t.Fatalf("discovery: %d %s", code, body)
-	}
 	var list metav1.APIResourceList
-	if err := json.Unmarshal(body, &list); err != nil {
-		t.Fatalf("decoding: %v", err)
-	}
+	getJSON(t, testServer(t), "/apis/metrics.k8s.io/v1beta1", "", &list)
 	var got []string
 	for _, r := range list.APIResources {
 		verbs := slices.Clone([]string(r.Verbs))
@@ -450,21 +460,8 @@ func TestAPIDiscovery(t *testing.T) {
 // group: that is what SetOpenAPIConfig is for.
 func TestInstallNeedsOpenAPIModels(t *testing.T) {
 	objs, fp := testCluster()
-	rs := compileRules(t, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := resourcemetrics.New(resourcemetrics.Config{Pods: objs, Nodes: objs, PodMetrics: src, NodeMetrics: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := genericapiserver.NewConfig(resourcemetrics.Codecs)
-	cfg.LoopbackClientConfig = &rest.Config{}
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	cfg.ExternalAddress = "127.0.0.1:443"
-	base := &basecmd.AdapterBase{Name: "no-models"}
-	resourcemetrics.SetOpenAPIConfig(base)
+	api := newAPI(t, objs, sourceConfig(t, fp.client(t)))
+	cfg, base := genericConfig("no-models")
 	// Keep the library's models only (DefaultOpenAPIV3Config precomputes
 	// Definitions, which is what the builder reads).
 	v3 := *base.OpenAPIV3Config
@@ -480,18 +477,13 @@ func TestInstallNeedsOpenAPIModels(t *testing.T) {
 		t.Fatal("SetOpenAPIConfig's definitions hold no metrics.k8s.io v1beta1 models")
 	}
 	cfg.OpenAPIV3Config = &v3
-	gs, err := cfg.Complete(nil).New("test", genericapiserver.NewEmptyDelegate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Install(gs); err == nil {
+	if err := api.Install(completeServer(t, cfg)); err == nil {
 		t.Error("Install succeeded without the metrics.k8s.io OpenAPI models; SetOpenAPIConfig would be unnecessary")
 	}
 }
 
 func TestNewAdapterRequiresObjects(t *testing.T) {
-	rs := compileRules(t, testConfig)
-	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier]((&fakeProm{}).client(t))}}); err == nil || !strings.Contains(err.Error(), "Objects") {
+	if _, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{SourceConfig: sourceConfig(t, (&fakeProm{}).client(t))}); err == nil || !strings.Contains(err.Error(), "Objects") {
 		t.Errorf("NewAdapter without the object cache = %v, want an error naming Objects", err)
 	}
 }
@@ -525,21 +517,12 @@ func TestAPIFollowsReload(t *testing.T) {
 	objs, fp := testCluster()
 	var current atomic.Pointer[rules.RuleSet]
 	current.Store(compileRules(t, testConfig))
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: current.Load, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := resourcemetrics.New(resourcemetrics.Config{Pods: objs, Nodes: objs, PodMetrics: src, NodeMetrics: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := newGenericServer(t)
-	if err := api.Install(gs); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sourceConfig(t, fp.client(t))
+	cfg.Rules = current.Load
+	h := serve(t, objs, cfg)
 	window := func() string {
 		t.Helper()
-		code, body := do(t, gs.Handler, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-2", "")
+		code, body := do(t, h, "/apis/metrics.k8s.io/v1beta1/namespaces/shop/pods/web-2", "")
 		if code != http.StatusOK {
 			return fmt.Sprint(code)
 		}

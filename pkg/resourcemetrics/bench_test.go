@@ -15,8 +15,6 @@ import (
 
 	"github.com/promscaler/promscaler/internal/cputime"
 	"github.com/promscaler/promscaler/pkg/promclient"
-	"github.com/promscaler/promscaler/pkg/resourcemetrics"
-	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 )
 
@@ -101,24 +99,19 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
 	rs := compileRules(b, testConfig)
 	rec := fp.client(b)
-	warm, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](rec)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	warm := mustSource(b, staticConfig(rs, rec))
 	ctx := context.Background()
 	if _, err := warm.GetPodMetrics(ctx, objs.pods); err != nil {
 		b.Fatal(err)
 	}
 	static := staticQuerier{}
 	for _, q := range fp.Queries() {
+		var err error
 		if static[q], err = rec.QuerySamples(ctx, q, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](static)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	src := mustSource(b, staticConfig(rs, static))
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cputime.Process()
@@ -136,11 +129,7 @@ func BenchmarkOverheadPodMetrics10k(b *testing.B) {
 // decoding included).
 func BenchmarkSourcePodMetrics10k(b *testing.B) {
 	objs, fp := bigCluster(100, 100)
-	rs := compileRules(b, testConfig)
-	src, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](benchClient(b, fp))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	src := mustSource(b, sourceConfig(b, benchClient(b, fp)))
 	ctx := context.Background()
 	pods := objs.pods
 	if got, err := src.GetPodMetrics(ctx, pods); err != nil || len(got) != len(pods) {

@@ -21,9 +21,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/promscaler/promscaler/pkg/objectcache"
-	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
-	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 var (
@@ -69,8 +67,7 @@ func newAdapterCluster(t *testing.T, opts objectcache.Options, run bool, pods []
 		t.Fatalf("objectcache.New: %v", err)
 	}
 	_, fp := testCluster()
-	rs := compileRules(t, testConfig)
-	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, SourceConfig: resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](fp.client(t))}})
+	api, err := resourcemetrics.NewAdapter(resourcemetrics.AdapterConfig{Objects: c.objects, SourceConfig: sourceConfig(t, fp.client(t))})
 	if err != nil {
 		t.Fatalf("NewAdapter: %v", err)
 	}

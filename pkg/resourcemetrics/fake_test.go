@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/promscaler/promscaler/pkg/promclient"
+	"github.com/promscaler/promscaler/pkg/resourcemetrics"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics/resourcetest"
+	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/promtest"
 	"github.com/promscaler/promscaler/test/ruletest"
 )
@@ -19,6 +21,27 @@ import (
 var testConfig = resourcetest.CAdvisorRules("5m")
 
 var compileRules = ruletest.Compile
+
+// staticConfig is a SourceConfig serving rs from q.
+func staticConfig(rs *rules.RuleSet, q promclient.SampleQuerier) resourcemetrics.SourceConfig {
+	return resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](q)}
+}
+
+// sourceConfig is a SourceConfig serving testConfig from q.
+func sourceConfig(t testing.TB, q promclient.SampleQuerier) resourcemetrics.SourceConfig {
+	t.Helper()
+	return staticConfig(compileRules(t, testConfig), q)
+}
+
+// mustSource is the Source of cfg; it fails the test when NewSource does.
+func mustSource(t testing.TB, cfg resourcemetrics.SourceConfig) *resourcemetrics.Source {
+	t.Helper()
+	s, err := resourcemetrics.NewSource(cfg)
+	if err != nil {
+		t.Fatalf("NewSource: %v", err)
+	}
+	return s
+}
 
 // series is one sample the fake Prometheus holds.
 type series struct {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/resourcemetrics"
-	"github.com/promscaler/promscaler/pkg/rules"
 )
 
 var (
@@ -59,17 +58,10 @@ func nodeLines(items []metrics.NodeMetrics) []string {
 
 func newSource(t *testing.T, q promclient.SampleQuerier, maxNames int) *resourcemetrics.Source {
 	t.Helper()
-	rs := compileRules(t, testConfig)
-	s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{
-		Rules:           func() *rules.RuleSet { return rs },
-		Backends:        promclient.Single[promclient.SampleQuerier](q),
-		Clock:           clocktesting.NewFakePassiveClock(createTime),
-		MaxNamesInQuery: maxNames,
-	})
-	if err != nil {
-		t.Fatalf("NewSource: %v", err)
-	}
-	return s
+	cfg := sourceConfig(t, q)
+	cfg.Clock = clocktesting.NewFakePassiveClock(createTime)
+	cfg.MaxNamesInQuery = maxNames
+	return mustSource(t, cfg)
 }
 
 // forEachQuerier runs test over a new fake (fp, whose Queries are the
@@ -475,11 +467,7 @@ func TestSourceErrors(t *testing.T) {
 		}
 	})
 	t.Run("no resourceRules", func(t *testing.T) {
-		rs := compileRules(t, "rules: []\n")
-		s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier]((&fakeProm{}).client(t))})
-		if err != nil {
-			t.Fatalf("NewSource: %v", err)
-		}
+		s := mustSource(t, staticConfig(compileRules(t, "rules: []\n"), (&fakeProm{}).client(t)))
 		if _, err := s.GetPodMetrics(context.Background(), nil); !errors.Is(err, resourcemetrics.ErrNotConfigured) {
 			t.Errorf("GetPodMetrics error = %v, want ErrNotConfigured", err)
 		}
@@ -542,11 +530,9 @@ func TestParallelismBound(t *testing.T) {
 	for _, parallelism := range []int{1, 3} {
 		t.Run(fmt.Sprint(parallelism), func(t *testing.T) {
 			cq := &countingQuerier{inner: fp.client(t)}
-			rs := compileRules(t, testConfig)
-			s, err := resourcemetrics.NewSource(resourcemetrics.SourceConfig{Rules: func() *rules.RuleSet { return rs }, Backends: promclient.Single[promclient.SampleQuerier](cq), Parallelism: parallelism})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := sourceConfig(t, cq)
+			cfg.Parallelism = parallelism
+			s := mustSource(t, cfg)
 			got, err := s.GetPodMetrics(context.Background(), pods)
 			if err != nil || len(got) != len(pods) {
 				t.Fatalf("GetPodMetrics: %d pods, %v", len(got), err)
