@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,33 +91,6 @@ type settings struct {
 	rates                                        []int
 	duration, relist                             time.Duration
 	servingArgs                                  []string
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
-func envInts(name string, def []int) []int {
-	var out []int
-	for _, f := range strings.Split(os.Getenv(name), ",") {
-		if v, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && v > 0 {
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return def
-	}
-	return out
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 func loadSettings() settings {
