@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,4 +57,34 @@ func envDuration(name string, def time.Duration) time.Duration {
 func badEnv(name, value, want string) {
 	fmt.Fprintf(os.Stderr, "bench: %s=%q: want %s\n", name, value, want)
 	os.Exit(2)
+}
+
+// envChoices reads a comma-separated list of words, each one of allowed;
+// unset (or empty) is def.
+func envChoices(name string, def []string, allowed ...string) []string {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(allowed, f) {
+			badEnv(name, s, "a comma-separated list of "+strings.Join(allowed, ", "))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// envChoice reads one word of allowed; unset (or empty) is def.
+func envChoice(name, def string, allowed ...string) string {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return def
+	}
+	if !slices.Contains(allowed, s) {
+		badEnv(name, s, "one of "+strings.Join(allowed, ", "))
+	}
+	return s
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,17 +82,11 @@ const (
 func BenchmarkHPAPeriods(b *testing.B) {
 	ns := envInts(EnvHPAs, []int{100, 1000})
 	periods := envInt(EnvHPAPeriods, 2)
-	modes := []string{"spread", "burst"}
-	if v := os.Getenv(EnvHPAModes); v != "" {
-		modes = strings.Split(v, ",")
-	}
-	inProcess := os.Getenv(EnvHPATarget) == "provider"
-	sharedLegs := []bool{false, true}
-	if v := os.Getenv(EnvHPAShared); v != "" {
-		sharedLegs = nil
-		for _, f := range strings.Split(v, ",") {
-			sharedLegs = append(sharedLegs, strings.TrimSpace(f) == "true")
-		}
+	modes := envChoices(EnvHPAModes, []string{"spread", "burst"}, "spread", "burst", "idle")
+	inProcess := envChoice(EnvHPATarget, "adapter", "adapter", "provider") == "provider"
+	var sharedLegs []bool
+	for _, f := range envChoices(EnvHPAShared, []string{"false", "true"}, "false", "true") {
+		sharedLegs = append(sharedLegs, f == "true")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
 	defer cancel()
