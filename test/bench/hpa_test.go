@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,11 @@ import (
 // Prometheus's scrape interval of the HPAs' series (default 5s: what the
 // Done-when figures of issue 33 are measured with; 15s or 30s, common in
 // clusters, show how much of Prometheus's CPU is the scrape).
+// EnvHPAPrometheusArgs adds flags to Prometheus's command line
+// (space-separated), e.g. "--storage.tsdb.samples-per-chunk=30" to see
+// what its head chunks' length costs the grouped query.
 const (
+	EnvHPAPrometheusArgs = "PROMSCALER_BENCH_HPA_PROMETHEUS_ARGS"
 	EnvHPAScrapeInterval = "PROMSCALER_BENCH_HPA_SCRAPE_INTERVAL"
 	EnvHPAAdapterArgs    = "PROMSCALER_BENCH_HPA_ADAPTER_ARGS"
 	EnvHPAShared         = "PROMSCALER_BENCH_HPA_SHARED"
@@ -142,7 +147,8 @@ func startHPAStack(ctx context.Context, b *testing.B, maxN int) (*framework.Env,
 	env.OnClose(stop)
 	scrape := envDuration(EnvHPAScrapeInterval, 5*time.Second)
 	prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{ScrapeInterval: scrape,
-		Targets: []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
+		ExtraArgs: strings.Fields(os.Getenv(EnvHPAPrometheusArgs)),
+		Targets:   []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
 	if err != nil {
 		b.Fatal(err)
 	}
