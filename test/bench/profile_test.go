@@ -38,10 +38,14 @@ func (s *stack) startProfile(ctx context.Context, a *adapterProc, d time.Duratio
 	}
 	p := &profiler{dir: dir, prefix: fmt.Sprintf("%02d-%s", profileRun.Add(1), a.name)}
 	p.fetch(ctx, s.admin, a.url+"/debug/pprof/allocs", "allocs-before.pb.gz")
+	// The CPU profile answers after d: longer than the admin client's
+	// timeout in a run of more than a few periods.
+	long := *s.admin
+	long.Timeout = d + time.Minute
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.fetch(ctx, s.admin, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.url, max(int(d.Seconds()), 1)), "cpu.pb.gz")
+		p.fetch(ctx, &long, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", a.url, max(int(d.Seconds()), 1)), "cpu.pb.gz")
 	}()
 	return p
 }
@@ -60,6 +64,9 @@ func (p *profiler) fetch(ctx context.Context, hc *http.Client, url, name string)
 	body, code, err := framework.Get(ctx, hc, url)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("HTTP %d: %.200s", code, body)
+	}
+	if err == nil {
+		err = os.MkdirAll(p.dir, 0o755)
 	}
 	if err == nil {
 		err = os.WriteFile(filepath.Join(p.dir, p.prefix+"-"+name), body, 0o644)
