@@ -192,9 +192,9 @@ func TestSharedEvaluation(t *testing.T) {
 	}
 }
 
-// refreshLead is how long before expiry a shared answer is refreshed: a
-// tenth of MaxAge, as evaluations take no time on the fake clock.
-const refreshLead = provider.DefaultSharedMaxAge / 10
+// refreshLead is how long before expiry a shared answer is refreshed: the
+// least lead, as evaluations take no time on the fake clock.
+const refreshLead = provider.SharedRefreshMinLead
 
 // waitShared waits for the background refresh to have sent the n-th shared
 // query (the refresh runs in its own goroutine).
