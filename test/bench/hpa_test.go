@@ -211,16 +211,21 @@ type hpaInProcess struct {
 
 var _ hpaTarget = (*hpaInProcess)(nil)
 
-func hpaProvider(b *testing.B, prom *framework.Prometheus, n int, shared bool) *hpaInProcess {
-	b.Helper()
-	cfg := &config.Config{Rules: []config.DiscoveryRule{{
+// hpaConfig is the benchmark's one rule (hpaRules, as a config.Config).
+func hpaConfig() *config.Config {
+	return &config.Config{Rules: []config.DiscoveryRule{{
 		SeriesQuery:  `{__name__="` + hpaMetric + `",namespace!="",pod!=""}`,
 		Resources:    config.ResourceMapping{Template: "<<.Resource>>"},
 		Name:         config.NameMapping{Matches: "^(.*)_total$", As: "${1}_per_second"},
 		MetricsQuery: `sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)`,
 	}}}
+}
+
+// hpaProvider builds the provider target for n namespaces.
+func hpaProvider(b *testing.B, prom *framework.Prometheus, n int, shared bool) *hpaInProcess {
+	b.Helper()
 	mapper := kubemapper.New()
-	rs, err := rules.Compile(cfg, mapper)
+	rs, err := rules.Compile(hpaConfig(), mapper)
 	if err != nil {
 		b.Fatal(err)
 	}
