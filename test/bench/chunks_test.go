@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/promscaler/promscaler/internal/kubemapper"
 	"github.com/promscaler/promscaler/pkg/promclient"
 	"github.com/promscaler/promscaler/pkg/rules"
 	"github.com/promscaler/promscaler/test/e2e/framework"
-	"github.com/promscaler/promscaler/test/exporter"
 )
 
 // EnvChunksArgs are the second Prometheus's extra flags in
@@ -60,18 +58,11 @@ func BenchmarkHeadChunkAB(b *testing.B) {
 	}
 	liveEnv.Store(env)
 	defer env.Close()
-	x := exporter.New(nil)
-	addr, stop, err := x.Serve()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env.OnClose(stop)
-	scrape := envDuration(EnvHPAScrapeInterval, 5*time.Second)
+	x, cfg := hpaExporter(b, env)
 	servers := []*chunkServer{{name: "default"}, {name: strings.Join(bArgs, " "), args: bArgs}}
 	for _, s := range servers {
-		s.prom, err = env.StartPrometheus(ctx, framework.PrometheusConfig{ScrapeInterval: scrape, ExtraArgs: s.args,
-			Targets: []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
-		if err != nil {
+		cfg.ExtraArgs = s.args
+		if s.prom, err = env.StartPrometheus(ctx, cfg); err != nil {
 			b.Fatal(err)
 		}
 		if s.client, err = promclient.New(promclient.Config{Address: s.prom.URL, HTTPClient: &http.Client{}, Timeout: 30 * time.Second}); err != nil {
@@ -81,11 +72,8 @@ func BenchmarkHeadChunkAB(b *testing.B) {
 	if err := setHPASeries(x, n); err != nil {
 		b.Fatal(err)
 	}
-	window := model.Duration(max(time.Minute, 4*scrape))
 	for _, s := range servers {
-		if _, err := s.prom.WaitForQuery(ctx, fmt.Sprintf(`count(count_over_time(%s[%s]) >= 3) >= %d`, hpaMetric, window, n*hpaPodsEach), 1, 10*time.Minute); err != nil {
-			b.Fatal(err)
-		}
+		waitHPASeries(ctx, b, s.prom, cfg.ScrapeInterval, n)
 	}
 	query, err := hpaSharedQuery()
 	if err != nil {

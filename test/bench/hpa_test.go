@@ -139,27 +139,42 @@ func startHPAStack(ctx context.Context, b *testing.B, maxN int) (*framework.Env,
 		b.Fatal(err)
 	}
 	liveEnv.Store(env)
-	x := exporter.New(nil)
-	addr, stop, err := x.Serve()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env.OnClose(stop)
-	scrape := envDuration(EnvHPAScrapeInterval, 5*time.Second)
-	prom, err := env.StartPrometheus(ctx, framework.PrometheusConfig{ScrapeInterval: scrape,
-		ExtraArgs: strings.Fields(os.Getenv(EnvHPAPrometheusArgs)),
-		Targets:   []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}})
+	x, cfg := hpaExporter(b, env)
+	cfg.ExtraArgs = strings.Fields(os.Getenv(EnvHPAPrometheusArgs))
+	prom, err := env.StartPrometheus(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := setHPASeries(x, maxN); err != nil {
 		b.Fatal(err)
 	}
-	window := model.Duration(max(time.Minute, 4*scrape))
-	if _, err := prom.WaitForQuery(ctx, fmt.Sprintf(`count(count_over_time(%s[%s]) >= 3) >= %d`, hpaMetric, window, maxN*hpaPodsEach), 1, 10*time.Minute); err != nil {
+	waitHPASeries(ctx, b, prom, cfg.ScrapeInterval, maxN)
+	return env, prom
+}
+
+// hpaExporter serves the HPAs' counters (none yet: setHPASeries sets
+// them) until env closes, and returns the Prometheus config that scrapes
+// them every EnvHPAScrapeInterval.
+func hpaExporter(b *testing.B, env *framework.Env) (*exporter.Exporter, framework.PrometheusConfig) {
+	b.Helper()
+	x := exporter.New(nil)
+	addr, stop, err := x.Serve()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return env, prom
+	env.OnClose(stop)
+	return x, framework.PrometheusConfig{ScrapeInterval: envDuration(EnvHPAScrapeInterval, 5*time.Second),
+		Targets: []framework.ScrapeTarget{{Job: "hpa", Targets: []string{addr}, HonorLabels: true}}}
+}
+
+// waitHPASeries waits until prom holds three samples of each of n
+// namespaces' counters.
+func waitHPASeries(ctx context.Context, b *testing.B, prom *framework.Prometheus, scrape time.Duration, n int) {
+	b.Helper()
+	window := model.Duration(max(time.Minute, 4*scrape))
+	if _, err := prom.WaitForQuery(ctx, fmt.Sprintf(`count(count_over_time(%s[%s]) >= 3) >= %d`, hpaMetric, window, n*hpaPodsEach), 1, 10*time.Minute); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // setHPASeries sets n namespaces of hpaPodsEach counters.
